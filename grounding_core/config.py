@@ -1,0 +1,160 @@
+"""Workspace configuration: ``grounding.toml`` or ``[tool.grounding]`` in ``pyproject.toml``.
+
+SPEC §2. Every key is optional. Paths are relative to the workspace root. Loading raises
+:class:`ConfigError` with a message naming the key; callers turn it into exit status 2 (CLI)
+or one ``window/showMessage`` and the defaults (server).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import pathspec
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message names the file and key."""
+
+
+DEFAULT_EVIDENCE_GLOBS = ("**/*.md", "**/*.txt")
+DEFAULT_DRAFT_GLOBS = ("answers/**/*.md", "**/*.answer.md", "**/*.answer.json")
+ENCODINGS = ("o200k_base", "cl100k_base")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Resolved configuration of one workspace (SPEC §2).
+
+    ``root`` and ``evidence_root`` are absolute resolved paths. ``index`` is a path relative
+    to the root or ``":memory:"``. ``today`` pins the date used for activity (SPEC §3);
+    None means the local date at check time. ``subject_fields`` names the field lines whose
+    value is the document subject when front matter gives none (SPEC §3 says ``主题``; an
+    English corpus may add ``Subject``).
+    """
+
+    root: Path
+    evidence: str = "evidence"
+    evidence_globs: tuple[str, ...] = DEFAULT_EVIDENCE_GLOBS
+    drafts: tuple[str, ...] = DEFAULT_DRAFT_GLOBS
+    index: str = ".grounding/index.sqlite"
+    field_separators: tuple[str, ...] = ("：",)
+    meta_fields: tuple[str, ...] = ("版本说明", "来源", "性质")
+    subject_fields: tuple[str, ...] = ("主题",)
+    encoding: str = "o200k_base"
+    strict: bool = False
+    today: dt.date | None = None
+    source: str = "defaults"
+    _specs: dict[str, pathspec.PathSpec] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def evidence_root(self) -> Path:
+        return (self.root / self.evidence).resolve()
+
+    @property
+    def index_path(self) -> str:
+        """``":memory:"`` or the absolute index path."""
+        if self.index == ":memory:":
+            return self.index
+        return str((self.root / self.index).resolve())
+
+    def today_or(self, default: dt.date | None = None) -> dt.date:
+        """The pinned date, else ``default``, else the local date."""
+        return self.today or default or dt.date.today()
+
+    def evidence_matches(self, rel_path: str) -> bool:
+        """True if a ``/``-separated path relative to the evidence root is evidence."""
+        return self._spec("evidence", self.evidence_globs).match_file(rel_path)
+
+    def draft_matches(self, rel_path: str) -> bool:
+        """True if a ``/``-separated path relative to the workspace root is a draft."""
+        return self._spec("drafts", self.drafts).match_file(rel_path)
+
+    def _spec(self, key: str, patterns: tuple[str, ...]) -> pathspec.PathSpec:
+        spec = self._specs.get(key)
+        if spec is None:
+            spec = pathspec.GitIgnoreSpec.from_lines(patterns)
+            self._specs[key] = spec
+        return spec
+
+    def with_overrides(self, **changes: Any) -> Config:
+        """A copy with some keys replaced (CLI flags, LSP settings); validated like a file."""
+        checked = _validate(changes, "override")
+        return replace(self, _specs={}, **checked)
+
+
+def load_config(root: Path) -> Config:
+    """Read ``grounding.toml`` (preferred) or ``pyproject.toml``'s ``[tool.grounding]``.
+
+    Returns the defaults when neither exists. Raises :class:`ConfigError` for TOML syntax
+    errors, unknown keys, wrong types, ``!`` negation in globs or an unknown encoding.
+    """
+    root = root.resolve()
+    if not root.is_dir():
+        raise ConfigError(f"workspace root {root} is not a folder")
+    toml_path = root / "grounding.toml"
+    table: dict[str, Any] = {}
+    source = "defaults"
+    try:
+        if toml_path.is_file():
+            table = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+            source = "grounding.toml"
+        elif (root / "pyproject.toml").is_file():
+            data = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+            table = data.get("tool", {}).get("grounding", {})
+            source = "pyproject.toml [tool.grounding]" if table else "defaults"
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{toml_path.name}: {exc}") from exc
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: expected a table")
+    checked = _validate(table, source)
+    return Config(root=root, source=source, **checked)
+
+
+_STR_LIST_KEYS = ("evidence_globs", "drafts", "field_separators", "meta_fields", "subject_fields")
+
+
+def _validate(table: dict[str, Any], source: str) -> dict[str, Any]:
+    known = {f.name for f in fields(Config)} - {"root", "source", "_specs"}
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in known:
+            raise ConfigError(f"{source}: unknown key {key!r} (known: {', '.join(sorted(known))})")
+        if key in ("evidence", "index", "encoding"):
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"{source}: {key} must be a non-empty string")
+            if key == "encoding" and value not in ENCODINGS:
+                raise ConfigError(f"{source}: encoding must be one of {', '.join(ENCODINGS)}")
+            out[key] = value
+        elif key in _STR_LIST_KEYS:
+            if isinstance(value, str):
+                value = [value]
+            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+                raise ConfigError(f"{source}: {key} must be a list of non-empty strings")
+            if key in ("evidence_globs", "drafts"):
+                for pattern in value:
+                    if pattern.startswith("!"):
+                        raise ConfigError(
+                            f"{source}: {key} pattern {pattern!r}: '!' negation is not supported"
+                        )
+            out[key] = tuple(value)
+        elif key == "strict":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{source}: strict must be true or false")
+            out[key] = value
+        elif key == "today":
+            if value is None:
+                out[key] = None
+            elif isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+                out[key] = value
+            elif isinstance(value, str):
+                try:
+                    out[key] = dt.date.fromisoformat(value)
+                except ValueError as exc:
+                    raise ConfigError(f"{source}: today must be YYYY-MM-DD, got {value!r}") from exc
+            else:
+                raise ConfigError(f"{source}: today must be a date YYYY-MM-DD")
+    return out

@@ -1,0 +1,217 @@
+"""Frozen value types shared by every module of the core (SPEC §3, §5, §7).
+
+Positions: a :class:`Span` holds 0-based lines and code-point columns, end exclusive. The
+CLI prints them 1-based; the server converts columns to the client's units in
+``server/positions.py``. Nothing here knows about LSP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Severity(str, Enum):
+    """The LSP severity names (SPEC §7)."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFORMATION = "information"
+    HINT = "hint"
+
+
+class Status(str, Enum):
+    """Answer status (SPEC §7.5)."""
+
+    ANSWERED = "answered"
+    PARTIAL = "partial"
+    ABSTAIN = "abstain"
+    CONFLICT = "conflict"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One check: stable name, code and default severity (SPEC §7 table)."""
+
+    code: str
+    name: str
+    severity: Severity
+    summary: str
+
+
+RULES: dict[str, Rule] = {
+    r.name: r
+    for r in (
+        Rule("GR101", "malformed-citation", Severity.ERROR, "A citation does not follow the grammar."),
+        Rule("GR102", "unknown-source", Severity.ERROR, "The cited document, version or line does not exist."),
+        Rule("GR103", "quote-mismatch", Severity.ERROR, "The quote is not the cited whole line, verbatim."),
+        Rule("GR104", "stale-citation", Severity.ERROR, "The cited version is older than the current one."),
+        Rule("GR105", "hash-mismatch", Severity.ERROR, "The hash is not a prefix of the cited version's sha256."),
+        Rule("GR106", "inactive-source", Severity.ERROR, "The cited source is revoked, deleted, expired or not yet effective."),
+        Rule("GR107", "invisible-source", Severity.ERROR, "The cited line was not in the declared context."),
+        Rule("GR108", "field-conflict", Severity.ERROR, "Active sources disagree on the same field."),
+        Rule("GR109", "missing-field", Severity.WARNING, "A required field is covered by no valid claim."),
+        Rule("GR110", "uncited-claim", Severity.WARNING, "A sentence states a known field or value without a citation."),
+        Rule("GR111", "claim-value-mismatch", Severity.WARNING, "The sentence does not restate the cited value."),
+        Rule("GR112", "meta-field", Severity.ERROR, "The cited line is a meta field or front matter."),
+        Rule("GR113", "output-over-budget", Severity.ERROR, "The answer exceeds the output reserve."),
+        Rule("GR114", "status-mismatch", Severity.WARNING, "Declared status or missing_fields differ from the computed ones."),
+        Rule("GR115", "context-undeclared", Severity.INFORMATION, "No context declared; visibility not checked."),
+        Rule("GR116", "invalid-context", Severity.ERROR, "The declared context cannot be used."),
+        Rule("GR201", "unreadable-evidence", Severity.WARNING, "Evidence file not UTF-8, binary, or outside the root."),
+        Rule("GR202", "duplicate-doc-id", Severity.ERROR, "Two evidence files claim one doc_id."),
+        Rule("GR203", "version-reuse", Severity.WARNING, "Content changed under the same declared version."),
+        Rule("GR204", "invalid-front-matter", Severity.ERROR, "Evidence front matter is invalid."),
+    )
+}
+RULES_BY_CODE: dict[str, Rule] = {r.code: r for r in RULES.values()}
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Span:
+    """A range in one text: 0-based lines, code-point columns, end exclusive."""
+
+    start_line: int
+    start_col: int
+    end_line: int
+    end_col: int
+
+    @staticmethod
+    def line(line: int, start: int, end: int) -> Span:
+        """A span on one 0-based line from code-point column ``start`` to ``end``."""
+        return Span(line, start, line, end)
+
+
+FIRST_LINE = Span(0, 0, 0, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """A place in another file: path relative to the workspace root, 1-based line."""
+
+    path: str
+    line: int
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One problem found in a draft or an evidence file (SPEC §7).
+
+    ``span`` is in the file's own text; ``hint`` says how to fix it; ``citation`` is the
+    citation id text when the finding is about one; ``fix`` optionally carries a mechanical
+    replacement (span + new text) the CLI ``--fix`` and the server's code actions apply.
+    """
+
+    name: str
+    span: Span
+    message: str
+    hint: str = ""
+    citation: str | None = None
+    related: tuple[Location, ...] = ()
+    fix: Edit | None = None
+    severity: Severity | None = None
+
+    @property
+    def rule(self) -> Rule:
+        return RULES[self.name]
+
+    @property
+    def code(self) -> str:
+        return RULES[self.name].code
+
+    @property
+    def effective_severity(self) -> Severity:
+        return self.severity or RULES[self.name].severity
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """Replace ``span`` (in the draft) with ``new_text``; ``title`` names the fix for a user."""
+
+    span: Span
+    new_text: str
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class FieldLine:
+    """A parsed field line (SPEC §3): ``text`` is the line without one list marker."""
+
+    text: str
+    field: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class CitationRef:
+    """The parts a claim cites: ``doc_id@version:line`` (SPEC §5); line is 1-based."""
+
+    doc_id: str
+    version: int
+    line: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.doc_id}@{self.version}:{self.line}"
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One claim of a draft: a sentence (or JSON claim object) and the citation it holds.
+
+    ``citation`` is None when the citation could not be parsed (a GR101 finding was raised
+    already). ``sentence`` is the claim text as written in the draft (Markdown: the sentence
+    with references; JSON: the ``text`` value). Spans are in the draft.
+    """
+
+    sentence: str
+    sentence_span: Span
+    citation_span: Span
+    citation: CitationRef | None
+    hash_prefix: str | None
+    quote: str | None
+    label: str | None = None
+    json_text: str | None = None
+    json_field: str | None = None
+    json_sha256: str | None = None
+    value_spans: tuple[tuple[str, Span], ...] = ()
+
+    def value_span(self, key: str) -> Span:
+        """The span of one JSON key's value, else the claim's citation span."""
+        for name, span in self.value_spans:
+            if name == key:
+                return span
+        return self.citation_span
+
+
+@dataclass(frozen=True, slots=True)
+class ReportLine:
+    """A (doc_id, version, 1-based line) identity of an evidence line."""
+
+    doc_id: str
+    version: int
+    line: int
+
+
+@dataclass(slots=True)
+class DraftReport:
+    """The result of checking one draft (SPEC §7.5, §9 JSON shape)."""
+
+    path: str
+    status: Status
+    required_fields: list[str]
+    covered_fields: list[str]
+    missing_fields: list[str]
+    field_completeness: bool
+    coverage: float
+    same_key_sources_checked: int
+    findings: list[Finding] = field(default_factory=list)
+    valid_claims: list[Claim] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
+    output_tokens: int | None = None
+    output_reserve: int | None = None
+
+    @property
+    def error_count(self) -> int:
+        return sum(1 for f in self.findings if f.effective_severity is Severity.ERROR)

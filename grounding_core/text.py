@@ -1,0 +1,147 @@
+"""The one line splitter and the normalisation rules shared by the index, drafts and server.
+
+SPEC §3: only ``\\r\\n``, ``\\r`` and ``\\n`` end a line (never U+2028, U+0085, form feed or
+the other breaks ``str.splitlines`` honours); the terminator is not part of the line; a final
+terminator does not start an extra empty line. Lines are numbered from 1 in the SPEC and in
+user-facing output; the functions here return Python lists, so index 0 is line 1.
+
+SPEC §7.3/§7.4: ``normalize`` is NFKC followed by removing all whitespace. It is used for
+value comparison only, never for quotes, which stay verbatim.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from bisect import bisect_right
+from collections.abc import Sequence
+
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
+"""The only line terminators (SPEC §3)."""
+
+_WHITESPACE = re.compile(r"\s+")
+
+VALUE_TRAILING_PUNCTUATION = "。！？!?.,，;；"
+"""Stripped from the end of a value before the claim-value check and GR110 (SPEC §7.3)."""
+
+BOM = "\ufeff"
+
+
+def split_lines(text: str) -> list[str]:
+    """Split ``text`` into physical lines (SPEC §3).
+
+    Returns a list of line texts without terminators; ``""`` gives ``[]``, ``"a\\n"`` gives
+    ``["a"]`` and ``"a\\n\\n"`` gives ``["a", ""]``. U+2028, U+0085 and form feed stay inside
+    their line.
+    """
+    if not text:
+        return []
+    lines = LINE_BREAK.split(text)
+    if lines[-1] == "" and LINE_BREAK.search(text[-2:]) is not None:
+        lines.pop()
+    return lines
+
+
+def split_lines_keepends(text: str) -> list[str]:
+    """Like :func:`split_lines` but every line keeps its terminator (``"a\\r\\n"``).
+
+    ``"".join(split_lines_keepends(t)) == t`` always holds; used by the server's document model.
+    """
+    out: list[str] = []
+    start = 0
+    for match in LINE_BREAK.finditer(text):
+        out.append(text[start : match.end()])
+        start = match.end()
+    if start < len(text):
+        out.append(text[start:])
+    return out
+
+
+class LineIndex:
+    """Maps code-point offsets of one text to 0-based (line, column) pairs and back.
+
+    Columns count Unicode code points. A position may sit on a terminator (the column just
+    past the line's last character). Built once per text, O(log n) per lookup.
+    """
+
+    __slots__ = ("_starts", "_text_len", "lines")
+
+    def __init__(self, text: str) -> None:
+        self.lines: list[str] = split_lines(text)
+        starts = [0]
+        for match in LINE_BREAK.finditer(text):
+            starts.append(match.end())
+        self._starts = starts
+        self._text_len = len(text)
+
+    def position(self, offset: int) -> tuple[int, int]:
+        """Code-point offset -> (0-based line, code-point column)."""
+        offset = max(0, min(offset, self._text_len))
+        line = bisect_right(self._starts, offset) - 1
+        return line, offset - self._starts[line]
+
+    def offset(self, line: int, column: int) -> int:
+        """(0-based line, code-point column) -> code-point offset, clamped to the text."""
+        if line >= len(self._starts):
+            return self._text_len
+        return min(self._starts[line] + column, self._text_len)
+
+
+def strip_bom(text: str) -> str:
+    """Remove one leading UTF-8 byte order mark (SPEC §3)."""
+    return text[1:] if text.startswith(BOM) else text
+
+
+def normalize(text: str) -> str:
+    """SPEC §7.4 comparison rule: Unicode NFKC, then all whitespace removed."""
+    return _WHITESPACE.sub("", unicodedata.normalize("NFKC", text))
+
+
+def normalize_value(value: str) -> str:
+    """SPEC §7.3: :func:`normalize`, then trailing ``。！？!?.,，;；`` stripped."""
+    return normalize(value).rstrip(VALUE_TRAILING_PUNCTUATION)
+
+
+def has_letter_or_digit(text: str) -> bool:
+    """True if any character is a Unicode letter or digit (CJK ideographs count)."""
+    return any(ch.isalnum() for ch in text)
+
+
+def describe_difference(expected: str, actual: str) -> str | None:
+    """Name the first invisible or look-alike difference between two strings, or None.
+
+    Used by quote messages (ANCHORS: name the exact character and column). Columns are
+    1-based code points of ``actual``. Returns e.g. ``"column 7: U+00A0 NO-BREAK SPACE where
+    the source has U+0020 SPACE"``.
+    """
+    if expected == actual:
+        return None
+    if unicodedata.normalize("NFC", expected) == unicodedata.normalize("NFC", actual):
+        form = "NFD" if unicodedata.is_normalized("NFD", actual) else "a different form"
+        return (
+            f"the quote is in Unicode {form} while the source is NFC; the characters look "
+            "identical but the code points differ"
+        )
+    limit = min(len(expected), len(actual))
+    index = next((i for i in range(limit) if expected[i] != actual[i]), limit)
+    if index == limit:
+        if len(actual) > len(expected):
+            extra = actual[limit:]
+            return f"column {limit + 1}: extra text at the end: {_char_list(extra)}"
+        return f"the quote stops at column {limit + 1}; the source line goes on with {expected[limit:]!r}"
+    return (
+        f"column {index + 1}: {_char_name(actual[index])} where the source has "
+        f"{_char_name(expected[index])}"
+    )
+
+
+def _char_name(ch: str) -> str:
+    name = unicodedata.name(ch, "unnamed character")
+    shown = ch if ch.isprintable() and not ch.isspace() else ""
+    return f"U+{ord(ch):04X} {name}" + (f" ({shown})" if shown else "")
+
+
+def _char_list(chars: Sequence[str]) -> str:
+    items = [_char_name(c) for c in chars[:3]]
+    more = f" and {len(chars) - 3} more" if len(chars) > 3 else ""
+    return ", ".join(items) + more
