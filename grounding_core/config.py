@@ -8,6 +8,7 @@ or one ``window/showMessage`` and the defaults (server).
 from __future__ import annotations
 
 import datetime as dt
+import os
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -60,6 +61,14 @@ class Config:
         if self.index == ":memory:":
             return self.index
         return str((self.root / self.index).resolve())
+
+    def evidence_display(self, rel_path: str) -> str:
+        """An evidence path (relative to the evidence root) as a ``/``-path relative to the root."""
+        full = self.evidence_root / rel_path
+        try:
+            return full.relative_to(self.root).as_posix()
+        except ValueError:
+            return os.path.relpath(full, self.root).replace(os.sep, "/")
 
     def today_or(self, default: dt.date | None = None) -> dt.date:
         """The pinned date, else ``default``, else the local date."""

@@ -1,0 +1,77 @@
+"""The conflict gate (SPEC §7.4): it reads the whole active index and never picks a side.
+
+Values are compared under one explicit rule, :func:`grounding_core.text.normalize` (NFKC,
+all whitespace removed), so ``周四16:30``, ``周四 16:30`` and ``周四１６:３０`` agree while
+``周三16:30`` conflicts. The rule is for this comparison only; quotes stay verbatim.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .state import IndexState, KeyedLine
+from .text import normalize
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """Two or more distinct normalised values for one key among active lines."""
+
+    subject: str | None
+    field: str
+    lines: tuple[KeyedLine, ...]
+
+    @property
+    def values(self) -> list[str]:
+        """Distinct values as written (first spelling of each normalised value), in line order."""
+        seen: dict[str, str] = {}
+        for kl in self.lines:
+            seen.setdefault(normalize(kl.value), kl.value)
+        return list(seen.values())
+
+    def describe(self) -> str:
+        """One sentence naming every value and where it comes from."""
+        by_value: dict[str, list[str]] = {}
+        spelled: dict[str, str] = {}
+        for kl in self.lines:
+            key = normalize(kl.value)
+            spelled.setdefault(key, kl.value)
+            by_value.setdefault(key, []).append(f"{kl.doc_id}@{kl.version}:{kl.line}")
+        parts = [f"'{spelled[k]}' ({', '.join(ids)})" for k, ids in by_value.items()]
+        where = f" for subject '{self.subject}'" if self.subject is not None else ""
+        return f"active sources disagree on '{self.field}'{where}: " + " vs ".join(parts)
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """Conflicts found and the distinct active lines read (``same_key_sources_checked``)."""
+
+    conflicts: tuple[Conflict, ...]
+    lines_read: frozenset[tuple[str, int, int]]
+    keys: tuple[tuple[str | None, str], ...]
+
+
+def check_keys(state: IndexState, keys: Iterable[tuple[str | None, str]], today: dt.date) -> GateResult:
+    """Read every active line of each key; a key with ≥ 2 distinct values is a conflict."""
+    keyed = state.keyed_lines(today)
+    conflicts: list[Conflict] = []
+    read: set[tuple[str, int, int]] = set()
+    done: list[tuple[str | None, str]] = []
+    for key in keys:
+        if key in done:
+            continue
+        done.append(key)
+        lines = keyed.get(key, [])
+        read.update(kl.identity for kl in lines)
+        if len({normalize(kl.value) for kl in lines}) >= 2:
+            conflicts.append(Conflict(key[0], key[1], tuple(lines)))
+    return GateResult(tuple(conflicts), frozenset(read), tuple(done))
+
+
+def all_conflicts(state: IndexState, today: dt.date) -> list[Conflict]:
+    """Every conflicting key of the whole active index (``grounding conflicts``)."""
+    keyed = state.keyed_lines(today)
+    keys = sorted(keyed, key=lambda k: (k[1], k[0] or ""))
+    return list(check_keys(state, keys, today).conflicts)

@@ -1,0 +1,297 @@
+"""Evidence documents: raw bytes -> a parsed document, or a reason it cannot be indexed.
+
+SPEC §3. Pure: no file system access (the scanner in ``store.py`` reads the bytes). Lines are
+1-based in every public field here, as in citations.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import yaml
+
+from .model import FieldLine, Span
+from .text import split_lines, strip_bom
+
+LIST_MARKERS = ("- ", "* ", "+ ")
+VERSION_RE = re.compile(r"[1-9][0-9]*")
+ISO_DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
+DOC_ID_FORBIDDEN = re.compile(r"[\s@:\[\]\"]")
+FRONT_MATTER_KEYS = ("doc_id", "subject", "title", "version", "status", "effective_from", "effective_until")
+STATUSES = ("active", "revoked")
+
+
+class EvidenceError(ValueError):
+    """A file that cannot be indexed. ``name`` is the SPEC §7 name, ``line`` 1-based."""
+
+    def __init__(self, name: str, message: str, line: int = 1, hint: str = "") -> None:
+        super().__init__(message)
+        self.name = name
+        self.message = message
+        self.line = line
+        self.hint = hint
+
+
+@dataclass(frozen=True, slots=True)
+class FrontMatter:
+    """Evidence front matter (SPEC §3). ``end_line`` is the 1-based closing ``---`` line, 0 if none."""
+
+    end_line: int = 0
+    doc_id: str | None = None
+    subject: str | None = None
+    title: str | None = None
+    version: int | None = None
+    status: str = "active"
+    effective_from: dt.date | None = None
+    effective_until: dt.date | None = None
+
+
+def split_marker(line: str) -> str:
+    """The line without one leading list marker (``- ``, ``* ``, ``+ ``)."""
+    for marker in LIST_MARKERS:
+        if line.startswith(marker):
+            return line[len(marker) :]
+    return line
+
+
+def parse_field_line(line: str, separators: Sequence[str]) -> FieldLine | None:
+    """SPEC §3 field line: after one list marker, text holding a separator.
+
+    ``field`` is the text before the earliest separator, stripped; ``value`` the text after
+    it, stripped. Returns None when no separator occurs or the field would be empty.
+    """
+    text = split_marker(line)
+    best = -1
+    best_sep = ""
+    for sep in separators:
+        at = text.find(sep)
+        if at != -1 and (best == -1 or at < best):
+            best, best_sep = at, sep
+    if best == -1:
+        return None
+    field = text[:best].strip()
+    if not field:
+        return None
+    return FieldLine(text=text, field=field, value=text[best + len(best_sep) :].strip())
+
+
+def decode_evidence(data: bytes) -> str:
+    """Bytes -> text with the BOM removed. Raises :class:`EvidenceError` (unreadable-evidence)."""
+    if b"\x00" in data:
+        return _unreadable("it holds a NUL byte (binary file?)", data.index(b"\x00"), data)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _unreadable(f"it is not valid UTF-8 (byte 0x{data[exc.start]:02x})", exc.start, data)
+    return strip_bom(text)
+
+
+def _unreadable(reason: str, byte_offset: int, data: bytes) -> str:
+    line = data.count(b"\n", 0, byte_offset) + 1
+    raise EvidenceError(
+        "unreadable-evidence",
+        f"evidence file not indexed: {reason} at byte {byte_offset}",
+        line=line,
+        hint="Save the file as UTF-8 text; nothing else in the index is affected.",
+    )
+
+
+def parse_front_matter(lines: Sequence[str]) -> FrontMatter:
+    """Parse the YAML front matter at the top of ``lines`` (SPEC §3).
+
+    Raises :class:`EvidenceError` ``invalid-front-matter`` for unclosed front matter, YAML
+    errors, a repeated key, or an empty/null/bad value of a known key.
+    """
+    if not lines or lines[0] != "---":
+        return FrontMatter()
+    try:
+        end = lines.index("---", 1)
+    except ValueError:
+        raise EvidenceError(
+            "invalid-front-matter",
+            "front matter opened with '---' on line 1 is never closed",
+            hint="Add a closing '---' line after the front matter keys.",
+        ) from None
+    source = "\n".join(lines[1:end])
+    try:
+        node = yaml.compose(source, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = (mark.line + 2) if mark is not None else 1
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise EvidenceError(
+            "invalid-front-matter", f"front matter is not valid YAML: {problem}", line=line,
+            hint="Fix the YAML between the '---' lines.",
+        ) from None
+    values: dict[str, tuple[str, int]] = {}
+    if node is None:
+        return FrontMatter(end_line=end + 1)
+    if not isinstance(node, yaml.MappingNode):
+        raise EvidenceError(
+            "invalid-front-matter", "front matter must be a mapping of keys to values", line=2
+        )
+    seen: set[str] = set()
+    for key_node, value_node in node.value:
+        key = str(key_node.value)
+        line = key_node.start_mark.line + 2
+        if key in seen:
+            raise EvidenceError(
+                "invalid-front-matter", f"key {key!r} is repeated in the front matter", line=line,
+                hint=f"Keep one {key!r} line.",
+            )
+        seen.add(key)
+        if key not in FRONT_MATTER_KEYS:
+            continue
+        if not isinstance(value_node, yaml.ScalarNode):
+            raise EvidenceError("invalid-front-matter", f"{key} must be a single value", line=line)
+        if value_node.tag == "tag:yaml.org,2002:null" or value_node.value == "":
+            raise EvidenceError(
+                "invalid-front-matter", f"{key} is empty or null", line=line,
+                hint=f"Give {key} a value or remove the line.",
+            )
+        values[key] = (str(value_node.value), line)
+    return _front_matter_from(values, end + 1)
+
+
+def _front_matter_from(values: dict[str, tuple[str, int]], end_line: int) -> FrontMatter:
+    def bad(key: str, why: str, hint: str = "") -> EvidenceError:
+        return EvidenceError("invalid-front-matter", f"{key}: {why}", line=values[key][1], hint=hint)
+
+    doc_id = values.get("doc_id", (None, 0))[0]
+    if doc_id is not None and DOC_ID_FORBIDDEN.search(doc_id):
+        raise bad("doc_id", f"{doc_id!r} holds whitespace, '@', ':', '[', ']' or '\"'",
+                  "Choose a doc_id without those characters, e.g. 'returns-policy'.")
+    version = None
+    if "version" in values:
+        raw = values["version"][0]
+        if not VERSION_RE.fullmatch(raw):
+            raise bad("version", f"{raw!r} is not a positive integer without leading zeros")
+        version = int(raw)
+    status = values.get("status", ("active", 0))[0]
+    if status not in STATUSES:
+        raise bad("status", f"{status!r} is neither 'active' nor 'revoked'")
+    dates: dict[str, dt.date | None] = {}
+    for key in ("effective_from", "effective_until"):
+        raw_date = values.get(key, (None, 0))[0]
+        dates[key] = None
+        if raw_date is not None:
+            try:
+                if not ISO_DATE_RE.fullmatch(raw_date):
+                    raise ValueError
+                dates[key] = dt.date.fromisoformat(raw_date)
+            except ValueError:
+                raise bad(key, f"{raw_date!r} is not an ISO date YYYY-MM-DD") from None
+    return FrontMatter(
+        end_line=end_line,
+        doc_id=doc_id,
+        subject=values.get("subject", (None, 0))[0],
+        title=values.get("title", (None, 0))[0],
+        version=version,
+        status=status,
+        effective_from=dates["effective_from"],
+        effective_until=dates["effective_until"],
+    )
+
+
+def default_doc_id(rel_path: str) -> str:
+    """SPEC §3: path relative to the evidence root, ``/``-separated, without extension."""
+    head, _, name = rel_path.rpartition("/")
+    stem = name.rsplit(".", 1)[0] if "." in name.lstrip(".") else name
+    return f"{head}/{stem}" if head else stem
+
+
+@dataclass(frozen=True)
+class EvidenceDocument:
+    """One parsed evidence file (SPEC §3).
+
+    ``lines[0]`` is line 1. ``field_lines`` maps 1-based body line numbers to their fields
+    (front matter lines are never field lines).
+    """
+
+    path: str
+    sha256: str
+    text: str
+    lines: tuple[str, ...]
+    front: FrontMatter
+    doc_id: str
+    separators: tuple[str, ...]
+    subject_fields: tuple[str, ...] = ("主题",)
+
+    @cached_property
+    def field_lines(self) -> dict[int, FieldLine]:
+        out: dict[int, FieldLine] = {}
+        for number in range(self.front.end_line + 1, len(self.lines) + 1):
+            parsed = parse_field_line(self.lines[number - 1], self.separators)
+            if parsed is not None:
+                out[number] = parsed
+        return out
+
+    @cached_property
+    def subject(self) -> str | None:
+        if self.front.subject is not None:
+            return self.front.subject
+        for field_line in self.field_lines.values():
+            if field_line.field in self.subject_fields and field_line.value:
+                return field_line.value
+        return None
+
+    @property
+    def title(self) -> str:
+        return self.front.title or self.doc_id
+
+    def is_front_matter_line(self, line: int) -> bool:
+        return 1 <= line <= self.front.end_line
+
+
+def parse_evidence(
+    rel_path: str,
+    data: bytes,
+    separators: Sequence[str] = ("：",),
+    subject_fields: Sequence[str] = ("主题",),
+) -> EvidenceDocument:
+    """Parse one evidence file's raw bytes (SPEC §3).
+
+    ``rel_path`` is ``/``-separated, relative to the evidence root. Raises
+    :class:`EvidenceError` with name ``unreadable-evidence`` (not UTF-8, NUL byte) or
+    ``invalid-front-matter`` (front matter or default doc_id invalid).
+    """
+    sha = hashlib.sha256(data).hexdigest()
+    text = decode_evidence(data)
+    return parse_evidence_text(rel_path, text, sha, separators, subject_fields)
+
+
+def parse_evidence_text(
+    rel_path: str,
+    text: str,
+    sha256: str,
+    separators: Sequence[str] = ("：",),
+    subject_fields: Sequence[str] = ("主题",),
+) -> EvidenceDocument:
+    """Parse already decoded evidence text (BOM removed) whose raw-bytes hash is ``sha256``."""
+    lines = tuple(split_lines(text))
+    front = parse_front_matter(lines)
+    doc_id = front.doc_id
+    if doc_id is None:
+        doc_id = default_doc_id(rel_path)
+        if not doc_id or DOC_ID_FORBIDDEN.search(doc_id):
+            raise EvidenceError(
+                "invalid-front-matter",
+                f"the default doc_id {doc_id!r} (from the file path) holds whitespace, '@', ':',"
+                " '[', ']' or '\"'",
+                hint="Add front matter with an explicit doc_id, e.g. '---\\ndoc_id: my-doc\\n---'.",
+            )
+    return EvidenceDocument(
+        path=rel_path, sha256=sha256, text=text, lines=lines, front=front, doc_id=doc_id,
+        separators=tuple(separators), subject_fields=tuple(subject_fields),
+    )
+
+
+def line_span(lines: Sequence[str], line: int) -> Span:
+    """The whole 1-based ``line`` as a :class:`Span` (0-based, code points)."""
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    return Span.line(line - 1, 0, len(text))

@@ -1,0 +1,260 @@
+"""The index state: what ``replay(n)`` of the event log yields (SPEC §3 "Active", §4).
+
+An :class:`IndexState` is immutable once built: applying events returns a new state, so the
+server can hand a state to background work while the indexer builds the next one. Parsing of
+version texts is lazy and shared through a cache keyed by content, owned by the store.
+
+Lines are 1-based; versions and sequence numbers are positive integers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from .evidence import EvidenceDocument, EvidenceError, FrontMatter, parse_evidence_text
+from .text import normalize, normalize_value, split_lines
+
+EventKind = Literal["import", "revoke"]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One entry of the append-only log (SPEC §4).
+
+    ``import``: a version's full text (BOM removed) and the sha256 of its raw bytes;
+    ``declared`` tells whether front matter declared the version. ``revoke``: the version
+    stops being active (``reason``: ``deleted``, ``status: revoked``, ...).
+    """
+
+    seq: int
+    kind: EventKind
+    doc_id: str
+    version: int
+    sha256: str = ""
+    path: str = ""
+    text: str = ""
+    declared: bool = False
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRecord:
+    """The state of one (doc_id, version). ``previous_shas`` lists contents it held before
+    (a declared version whose content changed: ``version-reuse``)."""
+
+    doc_id: str
+    version: int
+    sha256: str
+    path: str
+    text: str
+    declared: bool
+    revoked: bool = False
+    reason: str = ""
+    seq: int = 0
+    previous_shas: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ParseSettings:
+    """How version texts are read into fields (SPEC §2 keys)."""
+
+    separators: tuple[str, ...] = ("：",)
+    meta_fields: tuple[str, ...] = ("版本说明", "来源", "性质")
+    subject_fields: tuple[str, ...] = ("主题",)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedLine:
+    """An active field line under its conflict key (SPEC §7.4). ``line`` is 1-based."""
+
+    doc_id: str
+    version: int
+    line: int
+    subject: str | None
+    field: str
+    value: str
+    path: str
+
+    @property
+    def identity(self) -> tuple[str, int, int]:
+        return (self.doc_id, self.version, self.line)
+
+
+@dataclass
+class ParseCache:
+    """Parsed documents keyed by (doc_id, sha256); shared by the states of one store."""
+
+    settings: ParseSettings
+    docs: dict[tuple[str, str, str], EvidenceDocument] = field(default_factory=dict)
+
+
+class IndexState:
+    """All versions of all documents after ``seq`` events (SPEC §4 ``replay(seq)``)."""
+
+    def __init__(
+        self,
+        versions: dict[str, dict[int, VersionRecord]] | None = None,
+        seq: int = 0,
+        cache: ParseCache | None = None,
+    ) -> None:
+        self._versions: dict[str, dict[int, VersionRecord]] = versions or {}
+        self.seq = seq
+        self.cache = cache or ParseCache(ParseSettings())
+        self._keyed: dict[dt.date, dict[tuple[str | None, str], list[KeyedLine]]] = {}
+        self._terms: dict[dt.date, tuple[frozenset[str], int]] = {}
+
+    @property
+    def settings(self) -> ParseSettings:
+        return self.cache.settings
+
+    # -- building ---------------------------------------------------------------------------
+
+    def apply(self, events: Iterable[Event]) -> IndexState:
+        """A new state with ``events`` applied in order; this state is unchanged."""
+        versions = dict(self._versions)
+        copied: set[str] = set()
+        seq = self.seq
+        for event in events:
+            seq = max(seq, event.seq)
+            if event.doc_id not in copied:
+                versions[event.doc_id] = dict(versions.get(event.doc_id, {}))
+                copied.add(event.doc_id)
+            doc = versions[event.doc_id]
+            old = doc.get(event.version)
+            if event.kind == "import":
+                previous: tuple[str, ...] = ()
+                if old is not None:
+                    previous = old.previous_shas
+                    if old.sha256 != event.sha256 and old.sha256 not in previous:
+                        previous = (*previous, old.sha256)
+                doc[event.version] = VersionRecord(
+                    doc_id=event.doc_id, version=event.version, sha256=event.sha256,
+                    path=event.path, text=event.text, declared=event.declared,
+                    seq=event.seq, previous_shas=previous,
+                )
+            elif old is not None:
+                doc[event.version] = replace(old, revoked=True, reason=event.reason, seq=event.seq)
+        return IndexState(versions, seq, self.cache)
+
+    # -- lookups ----------------------------------------------------------------------------
+
+    def doc_ids(self) -> list[str]:
+        return sorted(self._versions)
+
+    def versions(self, doc_id: str) -> dict[int, VersionRecord]:
+        """Version number -> record, possibly empty."""
+        return self._versions.get(doc_id, {})
+
+    def newest(self, doc_id: str) -> VersionRecord | None:
+        """The newest known version (SPEC §3: only it can be active), revoked or not."""
+        versions = self._versions.get(doc_id)
+        if not versions:
+            return None
+        return versions[max(versions)]
+
+    def record(self, doc_id: str, version: int) -> VersionRecord | None:
+        return self._versions.get(doc_id, {}).get(version)
+
+    def document(self, record: VersionRecord) -> EvidenceDocument:
+        """The parsed text of a version (cached by content)."""
+        key = (record.doc_id, record.sha256, record.path)
+        doc = self.cache.docs.get(key)
+        if doc is None:
+            settings = self.settings
+            try:
+                doc = parse_evidence_text(
+                    record.path, record.text, record.sha256, settings.separators,
+                    settings.subject_fields,
+                )
+            except EvidenceError:
+                # Imported text always parsed once; a settings change cannot break front
+                # matter, but stay total: treat it as a body-only document.
+                doc = EvidenceDocument(
+                    path=record.path, sha256=record.sha256, text=record.text,
+                    lines=tuple(split_lines(record.text)), front=FrontMatter(),
+                    doc_id=record.doc_id, separators=settings.separators,
+                )
+            self.cache.docs[key] = doc
+        return doc
+
+    def inactive_reason(self, record: VersionRecord, today: dt.date) -> str | None:
+        """Why a version is not active (SPEC §3), or None when it is active."""
+        if record.revoked:
+            return "it was deleted" if record.reason == "deleted" else f"it is revoked ({record.reason})"
+        newest = self.newest(record.doc_id)
+        if newest is not None and newest.version != record.version:
+            return f"version {newest.version} supersedes it"
+        front = self.document(record).front
+        if front.status == "revoked":
+            return "it is revoked (status: revoked)"
+        if front.effective_from is not None and today < front.effective_from:
+            return f"it is not effective until {front.effective_from.isoformat()}"
+        if front.effective_until is not None and today > front.effective_until:
+            return f"it expired on {front.effective_until.isoformat()}"
+        return None
+
+    def is_active(self, record: VersionRecord, today: dt.date) -> bool:
+        return self.inactive_reason(record, today) is None
+
+    def active_records(self, today: dt.date) -> Iterator[VersionRecord]:
+        """Every active version (at most one per doc_id), in doc_id order."""
+        for doc_id in sorted(self._versions):
+            newest = self.newest(doc_id)
+            if newest is not None and self.is_active(newest, today):
+                yield newest
+
+    def is_meta_field(self, name: str) -> bool:
+        return name in self.settings.meta_fields
+
+    # -- derived indexes --------------------------------------------------------------------
+
+    def keyed_lines(self, today: dt.date) -> dict[tuple[str | None, str], list[KeyedLine]]:
+        """Active, non-meta field lines grouped by conflict key ``(subject, field)`` (§7.4)."""
+        cached = self._keyed.get(today)
+        if cached is not None:
+            return cached
+        keyed: dict[tuple[str | None, str], list[KeyedLine]] = {}
+        for record in self.active_records(today):
+            doc = self.document(record)
+            for number, fl in doc.field_lines.items():
+                if self.is_meta_field(fl.field):
+                    continue
+                keyed.setdefault((doc.subject, fl.field), []).append(
+                    KeyedLine(record.doc_id, record.version, number, doc.subject, fl.field,
+                              fl.value, record.path)
+                )
+        self._keyed[today] = keyed
+        return keyed
+
+    def subjects_with_field(self, field_name: str, today: dt.date) -> list[str | None]:
+        """Every subject (None included) having an active line with this field."""
+        keys = self.keyed_lines(today)
+        subjects = {subject for (subject, name) in keys if name == field_name}
+        return sorted(subjects, key=lambda s: (s is not None, s or ""))
+
+    def known_terms(self, today: dt.date) -> tuple[frozenset[str], int]:
+        """SPEC §7.6: normalised field names and values (≥ 2 code points) of active lines.
+
+        Returns the set and the longest term's length in code points.
+        """
+        cached = self._terms.get(today)
+        if cached is not None:
+            return cached
+        terms: set[str] = set()
+        for lines in self.keyed_lines(today).values():
+            for kl in lines:
+                for term in (normalize(kl.field), normalize_value(kl.value)):
+                    if len(term) >= 2:
+                        terms.add(term)
+        result = (frozenset(terms), max((len(t) for t in terms), default=0))
+        self._terms[today] = result
+        return result
+
+
+def replay(events: Sequence[Event], n: int, cache: ParseCache) -> IndexState:
+    """SPEC §4 ``replay(n)``: the state after the first ``n`` events (``n`` ≥ 0)."""
+    return IndexState(cache=cache).apply(events[:n])
+

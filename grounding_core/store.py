@@ -1,0 +1,537 @@
+"""The persistent index: an append-only SQLite event log, scan bookkeeping and FTS (SPEC §4).
+
+Tables:
+
+- ``events``: the source of truth, append-only (triggers refuse UPDATE and DELETE). Each scan
+  appends its events and its ``files`` rows in one transaction, so a crash leaves either the
+  whole scan or none of it.
+- ``files``: per evidence path, the size and mtime seen last, its sha256, doc_id, declared
+  version and the problem that kept it out of the index (JSON), so a rescan re-reads only
+  files whose size or mtime changed.
+- ``lines_fts``: FTS5 (``trigram`` tokenizer, which handles CJK) over the lines of each
+  document's newest version; backs completion, suggestions and context retrieval.
+
+The evidence files are only ever opened for reading.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import sqlite3
+import stat as stat_mod
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import Config
+from .evidence import EvidenceDocument, EvidenceError, parse_evidence
+from .model import Finding, Location, Span
+from .state import Event, IndexState, ParseCache, ParseSettings, VersionRecord
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  kind TEXT NOT NULL CHECK (kind IN ('import', 'revoke')),
+  doc_id TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  sha256 TEXT NOT NULL DEFAULT '',
+  path TEXT NOT NULL DEFAULT '',
+  text TEXT NOT NULL DEFAULT '',
+  declared INTEGER NOT NULL DEFAULT 0,
+  reason TEXT NOT NULL DEFAULT '',
+  recorded_at TEXT NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
+  BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
+  BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+CREATE TABLE IF NOT EXISTS files (
+  path TEXT PRIMARY KEY,
+  size INTEGER NOT NULL,
+  mtime_ns INTEGER NOT NULL,
+  sha256 TEXT NOT NULL,
+  doc_id TEXT,
+  declared_version INTEGER,
+  problem TEXT
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS lines_fts USING fts5(
+  text, doc_id UNINDEXED, version UNINDEXED, line UNINDEXED, tokenize = 'trigram'
+);
+"""
+
+ProgressCallback = Callable[[int, int, str], None]
+"""Called as ``progress(done, total, path)`` while a scan reads files."""
+
+
+class IndexError_(RuntimeError):
+    """The index database cannot be opened or is not a Grounding index."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileRow:
+    """What the last scan saw of one evidence path (relative to the evidence root)."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    sha256: str
+    doc_id: str | None
+    declared_version: int | None
+    problem: dict[str, object] | None
+
+
+@dataclass
+class ScanResult:
+    """The outcome of one scan.
+
+    ``evidence`` maps every evidence path seen (relative to the evidence root) to its findings
+    (spans in that file); ``changed`` lists paths re-read; ``events`` the events appended.
+    """
+
+    state: IndexState
+    evidence: dict[str, list[Finding]] = field(default_factory=dict)
+    changed: list[str] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    hashed_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One FTS hit: a line of a document's newest version (1-based), best first."""
+
+    doc_id: str
+    version: int
+    line: int
+    text: str
+    rank: float
+
+
+class Store:
+    """One index database (SPEC §4). Thread-safe: one lock serialises database access.
+
+    ``path`` is a file path or ``":memory:"``. Raises :class:`IndexError_` when the file is
+    not an SQLite database.
+    """
+
+    def __init__(self, path: str, settings: ParseSettings | None = None) -> None:
+        self.path = path
+        self._lock = threading.RLock()
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None,
+                                         timeout=30)
+            if path != ":memory:":
+                self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.executescript(SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise IndexError_(f"cannot open the index {path}: {exc}") from exc
+        self.cache = ParseCache(settings or ParseSettings())
+        self._state = IndexState(cache=self.cache)
+        self._catch_up()
+
+    @classmethod
+    def for_config(cls, config: Config) -> Store:
+        """Open the index a workspace's configuration names."""
+        return cls(
+            config.index_path,
+            ParseSettings(config.field_separators, config.meta_fields, config.subject_fields),
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # -- the log ----------------------------------------------------------------------------
+
+    @property
+    def state(self) -> IndexState:
+        """The state after every event in the log (catching up with other writers)."""
+        with self._lock:
+            self._catch_up()
+            return self._state
+
+    def event_count(self) -> int:
+        with self._lock:
+            row = self._conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()
+            return int(row[0])
+
+    def events(self, upto: int | None = None) -> list[Event]:
+        """The first ``upto`` events (all when None), in log order."""
+        with self._lock:
+            sql = "SELECT seq, kind, doc_id, version, sha256, path, text, declared, reason FROM events"
+            args: tuple[int, ...] = ()
+            if upto is not None:
+                sql += " WHERE seq <= ?"
+                args = (upto,)
+            rows = self._conn.execute(sql + " ORDER BY seq", args).fetchall()
+        return [_event(row) for row in rows]
+
+    def replay(self, n: int) -> IndexState:
+        """SPEC §4 ``replay(n)``; raises ValueError when n is negative or beyond the log."""
+        count = self.event_count()
+        if n < 0 or n > count:
+            raise ValueError(f"--at {n}: the event log holds {count} events (use 0..{count})")
+        return IndexState(cache=self.cache).apply(self.events(n))
+
+    def _catch_up(self) -> None:
+        rows = self._conn.execute(
+            "SELECT seq, kind, doc_id, version, sha256, path, text, declared, reason FROM events"
+            " WHERE seq > ? ORDER BY seq",
+            (self._state.seq,),
+        ).fetchall()
+        if rows:
+            self._state = self._state.apply(_event(r) for r in rows)
+
+    def _append(self, events: Iterable[Event]) -> list[Event]:
+        now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        out: list[Event] = []
+        for e in events:
+            cur = self._conn.execute(
+                "INSERT INTO events (kind, doc_id, version, sha256, path, text, declared, reason,"
+                " recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (e.kind, e.doc_id, e.version, e.sha256, e.path, e.text, int(e.declared), e.reason, now),
+            )
+            seq = cur.lastrowid
+            assert seq is not None
+            out.append(Event(seq, e.kind, e.doc_id, e.version, e.sha256, e.path, e.text,
+                             e.declared, e.reason))
+        return out
+
+    # -- scanning ---------------------------------------------------------------------------
+
+    def scan(self, config: Config, progress: ProgressCallback | None = None) -> ScanResult:
+        """Bring the index up to date with the evidence folder (SPEC §3, §4).
+
+        Re-reads only files whose size or mtime changed, appends events only when content
+        changed, and reports evidence findings for every file. Never writes evidence files.
+        Raises FileNotFoundError when the evidence root does not exist.
+        """
+        root = config.evidence_root
+        if not root.is_dir():
+            raise FileNotFoundError(f"evidence folder {root} does not exist")
+        candidates, refused = walk_evidence(config)
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._catch_up()
+                result = self._scan_locked(config, candidates, refused, progress)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            if result.events:
+                self._state = self._state.apply(result.events)
+                self._refresh_fts({e.doc_id for e in result.events})
+            result.state = self._state
+        return result
+
+    def _scan_locked(
+        self,
+        config: Config,
+        candidates: dict[str, Path],
+        refused: dict[str, Finding],
+        progress: ProgressCallback | None,
+    ) -> ScanResult:
+        old_rows = {r.path: r for r in self._file_rows()}
+        rows: dict[str, FileRow] = {}
+        fresh: dict[str, EvidenceDocument] = {}
+        result = ScanResult(state=self._state)
+        todo = sorted(candidates)
+        for done, rel in enumerate(todo, 1):
+            abs_path = candidates[rel]
+            try:
+                st = abs_path.stat()
+            except OSError:
+                continue  # deleted while scanning: treated as absent
+            old = old_rows.get(rel)
+            if old is not None and old.size == st.st_size and old.mtime_ns == st.st_mtime_ns:
+                rows[rel] = old
+                continue
+            try:
+                data = _read_bytes(abs_path)
+            except OSError as exc:
+                refused[rel] = _file_finding("unreadable-evidence", f"cannot read the file: {exc.strerror}")
+                continue
+            result.hashed_bytes += len(data)
+            result.changed.append(rel)
+            row, doc = self._parse_row(rel, data, st, config)
+            rows[rel] = row
+            if doc is not None:
+                fresh[rel] = doc
+            if progress is not None:
+                progress(done, len(todo), rel)
+        # rows for files that vanished are dropped; their versions are revoked below
+        self._conn.execute("DELETE FROM files")
+        self._conn.executemany(
+            "INSERT INTO files (path, size, mtime_ns, sha256, doc_id, declared_version, problem)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(r.path, r.size, r.mtime_ns, r.sha256, r.doc_id, r.declared_version,
+              json.dumps(r.problem, ensure_ascii=False) if r.problem else None)
+             for r in rows.values()],
+        )
+        findings: dict[str, list[Finding]] = {rel: [] for rel in rows}
+        for rel, finding in refused.items():
+            findings.setdefault(rel, []).append(finding)
+        for rel, row in rows.items():
+            if row.problem:
+                findings[rel].append(_finding_from_problem(row.problem))
+        chosen = self._choose(rows, findings, config)
+        pending = self._reconcile(chosen, rows, fresh, candidates, config)
+        result.events = self._append(pending)
+        state_after = self._state.apply(result.events)
+        for (doc_id, version), rel in chosen.items():
+            record = state_after.record(doc_id, version)
+            if record is not None and record.previous_shas and record.declared:
+                findings[rel].append(Finding(
+                    "version-reuse", Span(0, 0, 0, 3),
+                    f"the content of {doc_id}@{version} changed but its declared version did not;"
+                    f" citations pinned to the old hash ({record.previous_shas[-1][:12]}) now fail",
+                    hint="Raise 'version' in the front matter whenever the content changes.",
+                ))
+        result.evidence = findings
+        return result
+
+    def _parse_row(
+        self, rel: str, data: bytes, st: os.stat_result, config: Config
+    ) -> tuple[FileRow, EvidenceDocument | None]:
+        sha = hashlib.sha256(data).hexdigest()
+        try:
+            doc = parse_evidence(rel, data, config.field_separators, config.subject_fields)
+        except EvidenceError as exc:
+            problem: dict[str, object] = {"name": exc.name, "message": exc.message,
+                                          "line": exc.line, "hint": exc.hint}
+            return FileRow(rel, st.st_size, st.st_mtime_ns, sha, None, None, problem), None
+        row = FileRow(rel, st.st_size, st.st_mtime_ns, sha, doc.doc_id, doc.front.version, None)
+        return row, doc
+
+    def _choose(
+        self, rows: dict[str, FileRow], findings: dict[str, list[Finding]], config: Config
+    ) -> dict[tuple[str, int | None], str]:
+        """SPEC §3 duplicate rule -> {(doc_id, declared version or None): path}."""
+        groups: dict[str, list[FileRow]] = {}
+        for row in rows.values():
+            if row.doc_id is not None and row.problem is None:
+                groups.setdefault(row.doc_id, []).append(row)
+        chosen: dict[tuple[str, int | None], str] = {}
+        ev = config.evidence_display
+        for doc_id, group in groups.items():
+            group.sort(key=lambda r: r.path)
+            if len(group) == 1:
+                chosen[(doc_id, group[0].declared_version)] = group[0].path
+                continue
+            if any(r.declared_version is None for r in group):
+                dup_sets = [group]
+            else:
+                by_version: dict[int | None, list[FileRow]] = {}
+                for r in group:
+                    by_version.setdefault(r.declared_version, []).append(r)
+                dup_sets = []
+                for version, same in by_version.items():
+                    if len(same) == 1:
+                        chosen[(doc_id, version)] = same[0].path
+                    else:
+                        dup_sets.append(same)
+            for same in dup_sets:
+                first = same[0]
+                chosen[(doc_id, first.declared_version)] = first.path
+                for r in same:
+                    others = [o for o in same if o is not r]
+                    kept = "this file is indexed" if r is first else f"only {ev(first.path)} is indexed"
+                    findings[r.path].append(Finding(
+                        "duplicate-doc-id", Span(0, 0, 0, 3),
+                        f"doc_id {doc_id!r} is also claimed by "
+                        + ", ".join(ev(o.path) for o in others)
+                        + f" without distinct declared versions; {kept}",
+                        hint="Give each file its own doc_id, or declare distinct 'version' values.",
+                        related=tuple(Location(ev(o.path), 1) for o in others),
+                    ))
+        return chosen
+
+    def _reconcile(
+        self,
+        chosen: dict[tuple[str, int | None], str],
+        rows: dict[str, FileRow],
+        fresh: dict[str, EvidenceDocument],
+        candidates: dict[str, Path],
+        config: Config,
+    ) -> list[Event]:
+        state = self._state
+        events: list[Event] = []
+        targeted: set[tuple[str, int]] = set()
+        for (doc_id, declared), rel in sorted(chosen.items(), key=lambda kv: kv[1]):
+            row = rows[rel]
+            if declared is not None:
+                version = declared
+                current = state.record(doc_id, version)
+            else:
+                current = state.newest(doc_id)
+                version = current.version if current is not None else 1
+                if current is not None and current.sha256 != row.sha256:
+                    targeted.add((doc_id, current.version))  # superseded, not deleted
+                    version = current.version + 1
+                    current = None
+            targeted.add((doc_id, version))
+            if current is not None and current.sha256 == row.sha256 and current.path == rel:
+                if not current.revoked or current.reason == "status: revoked":
+                    continue
+            doc = fresh.get(rel)
+            if doc is None:
+                try:
+                    doc = parse_evidence(rel, _read_bytes(candidates[rel]), config.field_separators,
+                                         config.subject_fields)
+                except (OSError, EvidenceError):
+                    continue
+            events.append(Event(0, "import", doc_id, version, doc.sha256, rel, doc.text,
+                                declared is not None))
+            if doc.front.status == "revoked":
+                events.append(Event(0, "revoke", doc_id, version, reason="status: revoked"))
+        for doc_id in state.doc_ids():
+            versions = state.versions(doc_id)
+            newest = max(versions)
+            for version, record in versions.items():
+                if record.revoked or (doc_id, version) in targeted:
+                    continue
+                if not record.declared and version != newest:
+                    continue  # an older automatic version, superseded, not deleted
+                gone = record.path not in rows
+                reason = "deleted" if gone else "no longer indexed from " + record.path
+                events.append(Event(0, "revoke", doc_id, version, reason=reason))
+        return events
+
+    def _file_rows(self) -> list[FileRow]:
+        rows = self._conn.execute(
+            "SELECT path, size, mtime_ns, sha256, doc_id, declared_version, problem FROM files"
+        ).fetchall()
+        return [FileRow(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]) if r[6] else None)
+                for r in rows]
+
+    # -- full-text search -------------------------------------------------------------------
+
+    def _refresh_fts(self, doc_ids: Iterable[str]) -> None:
+        state = self._state
+        for doc_id in doc_ids:
+            self._conn.execute("DELETE FROM lines_fts WHERE doc_id = ?", (doc_id,))
+            newest = state.newest(doc_id)
+            if newest is None:
+                continue
+            doc = state.document(newest)
+            self._conn.executemany(
+                "INSERT INTO lines_fts (text, doc_id, version, line) VALUES (?, ?, ?, ?)",
+                [(text, doc_id, newest.version, i) for i, text in enumerate(doc.lines, 1)
+                 if text.strip() and not doc.is_front_matter_line(i)],
+            )
+
+    def search(self, query: str, limit: int = 20) -> list[SearchHit]:
+        """FTS5 trigram search over the newest versions' lines, best first.
+
+        Terms shorter than 3 code points cannot use the trigram index; they fall back to a
+        substring scan (LIKE) over the same table. Returns at most ``limit`` hits.
+        """
+        terms = [t for t in query.split() if t]
+        if not terms:
+            return []
+        with self._lock:
+            if all(len(t) >= 3 for t in terms):
+                match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+                rows = self._conn.execute(
+                    "SELECT doc_id, version, line, text, bm25(lines_fts) FROM lines_fts"
+                    " WHERE lines_fts MATCH ? ORDER BY bm25(lines_fts), doc_id, line LIMIT ?",
+                    (match, limit),
+                ).fetchall()
+            else:
+                like = " OR ".join("text LIKE ?" for _ in terms)
+                rows = self._conn.execute(
+                    f"SELECT doc_id, version, line, text, 0.0 FROM lines_fts WHERE {like}"
+                    " ORDER BY doc_id, line LIMIT ?",
+                    (*[f"%{t}%" for t in terms], limit),
+                ).fetchall()
+        return [SearchHit(r[0], int(r[1]), int(r[2]), r[3], float(r[4])) for r in rows]
+
+
+def walk_evidence(config: Config) -> tuple[dict[str, Path], dict[str, Finding]]:
+    """List evidence files (SPEC §2): ``{rel_path: absolute path}`` plus refused paths.
+
+    ``.git`` and ``.grounding`` are never walked; symlinked folders are not followed; a
+    symlink to a file inside the root is indexed once under its target; a symlink whose
+    target is outside the evidence root (or loops) is refused with ``unreadable-evidence``
+    and never read. Files reached twice (hard links) are indexed once, under the path that
+    sorts first.
+    """
+    root = config.evidence_root
+    found: dict[str, Path] = {}
+    refused: dict[str, Finding] = {}
+    inodes: dict[tuple[int, int], str] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in (".git", ".grounding"))
+        for name in sorted(filenames):
+            full = Path(dirpath) / name
+            rel = full.relative_to(root).as_posix()
+            if not config.evidence_matches(rel):
+                continue
+            target = full
+            if full.is_symlink():
+                try:
+                    target = Path(os.path.realpath(full, strict=True))
+                except OSError:
+                    refused[rel] = _file_finding(
+                        "unreadable-evidence", "symlink is broken or loops; not read")
+                    continue
+                if not target.is_relative_to(root):
+                    refused[rel] = _file_finding(
+                        "unreadable-evidence",
+                        f"symlink points outside the evidence root ({target}); refused, never read",
+                        "Copy the document into the evidence folder instead of linking to it.")
+                    continue
+                rel_target = target.relative_to(root).as_posix()
+                if any(part in (".git", ".grounding") for part in rel_target.split("/")):
+                    continue
+                rel = rel_target
+            try:
+                st = target.stat()
+            except OSError:
+                continue
+            if not stat_mod.S_ISREG(st.st_mode):
+                continue
+            key = (st.st_dev, st.st_ino)
+            if key in inodes and inodes[key] != rel:
+                if rel < inodes[key]:
+                    del found[inodes[key]]
+                else:
+                    continue
+            inodes[key] = rel
+            found[rel] = target
+    return found, refused
+
+
+def _read_bytes(path: Path) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _file_finding(name: str, message: str, hint: str = "") -> Finding:
+    return Finding(name, Span(0, 0, 0, 0), message, hint=hint)
+
+
+def _finding_from_problem(problem: dict[str, object]) -> Finding:
+    line = int(str(problem.get("line", 1)))
+    return Finding(str(problem["name"]), Span(max(line - 1, 0), 0, max(line - 1, 0), 0),
+                   str(problem["message"]), hint=str(problem.get("hint", "")))
+
+
+def _event(row: Sequence[object]) -> Event:
+    return Event(
+        seq=int(str(row[0])), kind="import" if row[1] == "import" else "revoke",
+        doc_id=str(row[2]), version=int(str(row[3])), sha256=str(row[4]), path=str(row[5]),
+        text=str(row[6]), declared=bool(row[7]), reason=str(row[8]),
+    )
+
+
+def record_location(config: Config, record: VersionRecord, line: int) -> Location:
+    """Where a version's line lives, relative to the workspace root (for related info)."""
+    return Location(config.evidence_display(record.path), line)

@@ -1,0 +1,489 @@
+"""Checking a parsed draft against an index state (SPEC §6, §7).
+
+``check_draft`` is pure: same inputs, same report. It never reads files itself: a context
+log is read through the ``read_text`` callback the caller passes (CLI and server read
+relative to the workspace root), and a compiled ``query`` context through ``compile_query``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .config import Config
+from .conflicts import GateResult, check_keys
+from .drafts import ContextSpec, ContextUnitSpec, ParsedDraft, parse_context_log
+from .evidence import EvidenceDocument, parse_field_line, split_marker
+from .model import FIRST_LINE, Claim, DraftReport, Edit, Finding, Location, Span, Status
+from .state import IndexState, VersionRecord
+from .text import describe_difference, has_letter_or_digit, normalize, normalize_value, split_lines
+
+ReadText = Callable[[str], str | None]
+"""Reads a file relative to the workspace root; None when it does not exist."""
+
+CompileQuery = Callable[[ContextSpec, ParsedDraft], "Visibility"]
+"""Compiles a ``{query, limit, reserve}`` context into the visible set (SPEC §8)."""
+
+
+@dataclass
+class Visibility:
+    """The context X as a membership test over (doc_id, version, 1-based line, line text)."""
+
+    whole: set[tuple[str, int]] = field(default_factory=set)
+    ranges: dict[tuple[str, int], list[tuple[int, int]]] = field(default_factory=dict)
+    texts: dict[tuple[str, int], set[str]] = field(default_factory=dict)
+
+    def add(self, unit: ContextUnitSpec) -> None:
+        key = (unit.doc_id, unit.version)
+        if unit.text is not None:
+            self.texts.setdefault(key, set()).update(split_lines(unit.text))
+        elif unit.start is None:
+            self.whole.add(key)
+        else:
+            self.ranges.setdefault(key, []).append((unit.start, unit.end or unit.start))
+
+    def visible(self, doc_id: str, version: int, line: int, line_text: str) -> bool:
+        """SPEC §6: the whole line, at the cited version, lies in X."""
+        key = (doc_id, version)
+        if key in self.whole:
+            return True
+        if any(a <= line <= b for a, b in self.ranges.get(key, ())):
+            return True
+        return line_text in self.texts.get(key, ())
+
+
+@dataclass
+class _ClaimResult:
+    claim: Claim
+    record: VersionRecord | None = None
+    doc: EvidenceDocument | None = None
+    line_text: str | None = None
+    field: str | None = None
+    value: str | None = None
+    subject: str | None = None
+    supported: bool = False
+    meta: bool = False
+    valid: bool = False
+
+
+def check_draft(
+    draft: ParsedDraft,
+    state: IndexState,
+    config: Config,
+    today: dt.date,
+    path: str = "",
+    read_text: ReadText | None = None,
+    compile_query: CompileQuery | None = None,
+) -> DraftReport:
+    """Run every SPEC §7 check on one draft; returns findings, status and coverage (§7.5).
+
+    ``path`` is the draft path relative to the workspace root (used in the report only).
+    Never raises for bad drafts: problems are findings.
+    """
+    findings: list[Finding] = list(draft.findings)
+    visibility = _resolve_context(draft, findings, read_text, compile_query)
+    results = [_check_claim(c, state, config, today, visibility, findings) for c in draft.claims]
+    for r in results:
+        if r.supported and r.field is not None and not r.meta and r.value is not None:
+            _claim_value(r, findings)
+    required = _unique([name for name, _ in draft.fields])
+    gate = _gate(draft, results, required, state, today, findings, config)
+    _uncited(draft, state, config, today, findings)
+
+    valid = [r for r in results if r.valid]
+    covered = _unique([r.field for r in valid if r.field is not None])
+    missing = [f for f in required if f not in covered]
+    for name, span in draft.fields:
+        if name in missing and not any(c.field == name for c in gate.conflicts):
+            findings.append(Finding(
+                "missing-field", span,
+                f"required field '{name}' is covered by no valid claim",
+                hint=f"Add a sentence stating '{name}' with a citation to an active evidence line,"
+                " or remove it from fields if the answer should abstain on it.",
+            ))
+    status = _status(gate, valid, missing)
+    coverage = _coverage(draft, results, required, state, today)
+    if draft.declared_status is not None and draft.declared_status != status.value:
+        findings.append(Finding(
+            "status-mismatch", draft.declared_status_span,
+            f"declared status '{draft.declared_status}' but the checks give '{status.value}'",
+            hint=f"Set status to \"{status.value}\".",
+        ))
+    if draft.declared_missing is not None and set(draft.declared_missing) != set(missing):
+        findings.append(Finding(
+            "status-mismatch", draft.declared_status_span,
+            f"declared missing_fields {sorted(set(draft.declared_missing))} but the checks give"
+            f" {sorted(missing)}",
+            hint="Set missing_fields to the required fields no valid claim covers.",
+        ))
+    return DraftReport(
+        path=path, status=status, required_fields=required, covered_fields=covered,
+        missing_fields=missing, field_completeness=not missing, coverage=coverage,
+        same_key_sources_checked=len(gate.lines_read),
+        findings=_sorted_unique(findings), valid_claims=[r.claim for r in valid],
+        claims=list(draft.claims),
+    )
+
+
+# -- context -------------------------------------------------------------------------------
+
+
+def _resolve_context(
+    draft: ParsedDraft,
+    findings: list[Finding],
+    read_text: ReadText | None,
+    compile_query: CompileQuery | None,
+) -> Visibility | None:
+    spec = draft.context
+    if spec is None:
+        findings.append(Finding(
+            "context-undeclared", FIRST_LINE,
+            "no context declared, so visibility was not checked",
+            hint="Declare the context the answer was written from, e.g."
+            ' context: {units: ["schedule@2"]}',
+        ))
+        return None
+
+    def invalid(message: str) -> Visibility:
+        findings.append(Finding("invalid-context", FIRST_LINE,
+                                f"{message}; nothing counts as visible",
+                                hint="Fix the context declaration (SPEC §6 forms: units, log, query)."))
+        return Visibility()
+
+    if spec.error is not None:
+        return invalid(spec.error)
+    if spec.kind == "units":
+        vis = Visibility()
+        for unit in spec.units:
+            vis.add(unit)
+        return vis
+    if spec.kind == "log":
+        assert spec.log is not None
+        text = read_text(spec.log) if read_text is not None else None
+        if text is None:
+            return invalid(f"the context log {spec.log!r} does not exist (paths are relative to"
+                           " the workspace root)")
+        try:
+            units = parse_context_log(text)
+        except ValueError as exc:
+            return invalid(f"context log {spec.log!r}: {exc}")
+        vis = Visibility()
+        for unit in units:
+            vis.add(unit)
+        return vis
+    if compile_query is None:
+        return invalid("a query context needs the context compiler, which this caller did not provide")
+    return compile_query(spec, draft)
+
+
+# -- source support (§7.1) -----------------------------------------------------------------
+
+
+def _check_claim(
+    claim: Claim,
+    state: IndexState,
+    config: Config,
+    today: dt.date,
+    visibility: Visibility | None,
+    findings: list[Finding],
+) -> _ClaimResult:
+    result = _ClaimResult(claim)
+    ref = claim.citation
+    if ref is None:
+        return result
+    cid = ref.id
+    span = claim.citation_span
+
+    def add(name: str, message: str, hint: str = "", fix: Edit | None = None,
+            related: tuple[Location, ...] = (), at: Span | None = None) -> None:
+        findings.append(Finding(name, at or span, message, hint=hint, citation=cid, fix=fix,
+                                related=related))
+
+    versions = state.versions(ref.doc_id)
+    if not versions:
+        close = difflib.get_close_matches(ref.doc_id, state.doc_ids(), n=1)
+        add("unknown-source", f"no evidence document has doc_id '{ref.doc_id}'",
+            hint=f"Did you mean '{close[0]}'?" if close else "Check the doc_id against the evidence folder.",
+            at=claim.value_span("doc_id") if claim.json_text is not None else None)
+        return result
+    newest = max(versions)
+    if ref.version > newest:
+        add("unknown-source", f"'{ref.doc_id}' has no version {ref.version}; the newest is {newest}",
+            hint=f"Cite {ref.doc_id}@{newest}.", at=claim.value_span("version") if claim.json_text is not None else None)
+        return result
+    record = versions.get(ref.version)
+    current = versions[newest]
+    supported = True
+    if ref.version < newest:
+        supported = False
+        fix = _reanchor(claim, state, current, record)
+        add("stale-citation",
+            f"{cid} cites version {ref.version}, but version {newest} of '{ref.doc_id}' is current",
+            hint=(f"Re-anchor to {fix.new_text.split(' ')[0]}, where the same line still exists."
+                  if fix else "The cited line no longer exists verbatim in the current version;"
+                  " re-read it and cite the current line."),
+            fix=fix,
+            related=(Location(config.evidence_display(current.path), 1, f"current version {newest}"),),
+        )
+        if record is None:
+            return result  # older content never indexed: hash and quote are not checked
+    assert record is not None
+    if ref.version == newest:
+        reason = state.inactive_reason(record, today)
+        if reason is not None:
+            supported = False
+            add("inactive-source", f"{ref.doc_id}@{ref.version} is not active: {reason}",
+                hint="Cite an active source instead; revoked, deleted, expired and not-yet-effective"
+                " documents never support an answer.")
+    doc = state.document(record)
+    result.record, result.doc = record, doc
+    if ref.line > len(doc.lines):
+        add("unknown-source", f"{ref.doc_id}@{ref.version} has {len(doc.lines)} lines; there is no line {ref.line}",
+            hint="Check the line number.", at=claim.value_span("line") if claim.json_text is not None else None)
+        return result
+    line_text = doc.lines[ref.line - 1]
+    result.line_text = line_text
+    field_line = None if doc.is_front_matter_line(ref.line) else doc.field_lines.get(ref.line)
+    if field_line is not None:
+        result.field, result.value = field_line.field, field_line.value
+    result.subject = doc.subject
+    related = (Location(config.evidence_display(record.path), ref.line, line_text),)
+    hex_text = claim.hash_prefix or ""
+    if not record.sha256.startswith(hex_text) or (claim.json_sha256 is not None and record.sha256 != hex_text):
+        supported = False
+        older = any(old.startswith(hex_text) for old in record.previous_shas)
+        add("hash-mismatch",
+            f"sha256:{hex_text[:12]} is not the hash of {ref.doc_id}@{ref.version}"
+            + (" (it is the hash of older content of this same version)" if older else "")
+            + f"; the current hash starts {record.sha256[:12]}",
+            hint="Re-anchor the citation to the current content." if older else
+            f"Use sha256:{record.sha256[:12]}.",
+            fix=_reanchor(claim, state, current, record),
+            at=claim.value_span("sha256") if claim.json_text is not None else None,
+            related=related)
+    quote = claim.quote or ""
+    if quote != line_text:
+        supported = False
+        where = [i for i, text in enumerate(doc.lines, 1) if text == quote]
+        detail = describe_difference(line_text, quote)
+        if where:
+            message = (f"the quote is line {where[0]} of {ref.doc_id}@{ref.version}, not line {ref.line}"
+                       f" (line {ref.line} is '{line_text}')")
+            hint = f"Cite {ref.doc_id}@{ref.version}:{where[0]}, or quote line {ref.line} exactly."
+        else:
+            message = f"the quote is not line {ref.line} of {ref.doc_id}@{ref.version} verbatim"
+            message += f": {detail}" if detail else ""
+            hint = "Quote the whole cited line exactly, list marker included."
+        add("quote-mismatch", message, hint=hint, related=related,
+            fix=_replace_quote(claim, line_text) if not where and claim.json_text is None else None,
+            at=claim.value_span("quote") if claim.json_text is not None else None)
+    if claim.json_text is not None:
+        expected_text = split_marker(quote)
+        if claim.json_text != expected_text:
+            supported = False
+            add("quote-mismatch", "text is not the quote without its list marker"
+                + (f": {describe_difference(expected_text, claim.json_text)}" if describe_difference(expected_text, claim.json_text) else ""),
+                hint=f"Set text to {expected_text!r}.", at=claim.value_span("text"))
+        parsed = parse_field_line(quote, config.field_separators)
+        expected_field = parsed.field if parsed else None
+        if claim.json_field != expected_field:
+            supported = False
+            add("quote-mismatch",
+                f"field {claim.json_field!r} is not the text before the first separator of the quote"
+                + (f" ({expected_field!r})" if expected_field else " (the quote has no field separator)"),
+                hint=f"Set field to {expected_field!r}." if expected_field else "Cite a field line.",
+                at=claim.value_span("field"))
+    meta = doc.is_front_matter_line(ref.line) or (
+        field_line is not None and state.is_meta_field(field_line.field))
+    if meta:
+        result.meta = True
+        what = ("a front-matter line" if doc.is_front_matter_line(ref.line)
+                else f"the meta field '{field_line.field if field_line else ''}'")
+        add("meta-field", f"{cid} is {what}, which never supports an answer",
+            hint="Cite the line that states the fact itself.")
+    result.supported = supported
+    if not supported:
+        return result
+    if visibility is not None and not visibility.visible(ref.doc_id, ref.version, ref.line, line_text):
+        add("invisible-source",
+            f"{cid} is supported by the evidence but was not in the declared context",
+            hint="Add the unit to the context the answer was written from, or cite a line that was"
+            " visible.")
+        return result
+    result.valid = not meta
+    return result
+
+
+def _reanchor(claim: Claim, state: IndexState, current: VersionRecord,
+              record: VersionRecord | None) -> Edit | None:
+    """A re-anchor edit when the cited line still exists verbatim in the current version."""
+    if claim.citation is None or claim.json_text is not None:
+        return None
+    wanted = claim.quote
+    if record is not None:
+        old_doc = state.document(record)
+        if 0 < claim.citation.line <= len(old_doc.lines):
+            wanted = old_doc.lines[claim.citation.line - 1]
+    if wanted is None:
+        return None
+    doc = state.document(current)
+    matches = [i for i, text in enumerate(doc.lines, 1) if text == wanted
+               and not doc.is_front_matter_line(i)]
+    if not matches:
+        return None
+    # prefer the same line number, then the nearest
+    line = min(matches, key=lambda i: (abs(i - claim.citation.line), i))  # type: ignore[union-attr]
+    new_id = f"{current.doc_id}@{current.version}:{line}"
+    new_text = f'{new_id} sha256:{current.sha256[:12]} "{wanted}"'
+    return Edit(claim.citation_span, new_text, f"Re-anchor to {new_id}")
+
+
+def _replace_quote(claim: Claim, line_text: str) -> Edit | None:
+    if claim.citation is None or claim.hash_prefix is None:
+        return None
+    new_text = f'{claim.citation.id} sha256:{claim.hash_prefix} "{line_text}"'
+    return Edit(claim.citation_span, new_text, "Replace the quote with the exact cited line")
+
+
+# -- claim value (§7.3) --------------------------------------------------------------------
+
+
+def _claim_value(result: _ClaimResult, findings: list[Finding]) -> None:
+    from .drafts import REF_RE
+
+    assert result.value is not None
+    value = normalize_value(result.value)
+    if not value:
+        return
+    sentence = normalize(REF_RE.sub("", result.claim.sentence))
+    if value in sentence:
+        return
+    findings.append(Finding(
+        "claim-value-mismatch", result.claim.sentence_span,
+        f"the sentence does not restate the cited value '{result.value}' of '{result.field}'",
+        hint="State the cited value in the sentence, or cite the line that supports what it says.",
+        citation=result.claim.citation.id if result.claim.citation else None,
+    ))
+
+
+# -- conflict gate (§7.4) and coverage (§7.5) ----------------------------------------------
+
+
+def _keys_for(field_name: str, draft: ParsedDraft, results: list[_ClaimResult],
+              state: IndexState, today: dt.date) -> list[tuple[str | None, str]]:
+    if draft.subject is not None:
+        return [(draft.subject, field_name)]
+    cited = _unique([r.subject for r in results if r.field == field_name and r.line_text is not None],
+                    keep_none=True)
+    subjects = cited if cited else state.subjects_with_field(field_name, today)
+    return [(s, field_name) for s in subjects]
+
+
+def _gate(draft: ParsedDraft, results: list[_ClaimResult], required: list[str],
+          state: IndexState, today: dt.date, findings: list[Finding], config: Config) -> GateResult:
+    cited_fields = [r.field for r in results if r.field is not None and r.line_text is not None]
+    checked = [f for f in _unique([*required, *cited_fields]) if not state.is_meta_field(f)]
+    keys = [k for name in checked for k in _keys_for(name, draft, results, state, today)]
+    gate = check_keys(state, keys, today)
+    field_spans = dict(reversed(draft.fields))
+    for conflict in gate.conflicts:
+        related = tuple(Location(config.evidence_display(kl.path), kl.line, f"{kl.field}：{kl.value}")
+                        for kl in conflict.lines)
+        message = conflict.describe() + "; Grounding does not pick a side"
+        hint = ("Resolve it in the evidence (correct or revoke one source), or answer with status"
+                " 'conflict' and name both values.")
+        if conflict.field in field_spans:
+            findings.append(Finding("field-conflict", field_spans[conflict.field], message, hint=hint,
+                                    related=related))
+        else:
+            for r in results:
+                if r.field == conflict.field and r.line_text is not None:
+                    findings.append(Finding("field-conflict", r.claim.citation_span, message, hint=hint,
+                                            related=related, citation=r.claim.citation.id if r.claim.citation else None))
+    return gate
+
+
+def _coverage(draft: ParsedDraft, results: list[_ClaimResult], required: list[str],
+              state: IndexState, today: dt.date) -> float:
+    keyed = state.keyed_lines(today)
+    wanted: set[tuple[str, int, int]] = set()
+    for name in required:
+        for key in _keys_for(name, draft, results, state, today):
+            wanted.update(kl.identity for kl in keyed.get(key, []))
+    if not wanted:
+        return 1.0
+    cited = {(r.claim.citation.doc_id, r.claim.citation.version, r.claim.citation.line)
+             for r in results if r.valid and r.claim.citation is not None}
+    return len(cited & wanted) / len(wanted)
+
+
+def _status(gate: GateResult, valid: list[_ClaimResult], missing: list[str]) -> Status:
+    if gate.conflicts:
+        return Status.CONFLICT
+    if not valid:
+        return Status.ABSTAIN
+    return Status.PARTIAL if missing else Status.ANSWERED
+
+
+# -- uncited claims (§7.6) -----------------------------------------------------------------
+
+
+def _uncited(draft: ParsedDraft, state: IndexState, config: Config, today: dt.date,
+             findings: list[Finding]) -> None:
+    if not draft.uncited:
+        return
+    terms, longest = state.known_terms(today)
+    for sentence in draft.uncited:
+        if config.strict:
+            findings.append(Finding(
+                "uncited-claim", sentence.span, "this sentence has no citation (strict mode)",
+                hint="Add a footnote citing the evidence line it restates, or remove the sentence."))
+            continue
+        term = _known_term_in(normalize(sentence.text), terms, longest)
+        if term is not None:
+            findings.append(Finding(
+                "uncited-claim", sentence.span,
+                f"this sentence states '{term}', a known field or value, without a citation",
+                hint="Add a footnote citing the evidence line (the insert-citation action finds"
+                " candidates)."))
+
+
+def _known_term_in(sentence: str, terms: frozenset[str], longest: int) -> str | None:
+    """The longest known term that is a substring of ``sentence``, if any."""
+    best: str | None = None
+    n = len(sentence)
+    for i in range(n):
+        for j in range(min(n, i + longest), i + 1, -1):
+            if best is not None and j - i <= len(best):
+                break
+            if sentence[i:j] in terms:
+                best = sentence[i:j]
+                break
+    return best
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _unique(items: list[str | None] | list[str], keep_none: bool = False) -> list:  # type: ignore[type-arg]
+    out: list[str | None] = []
+    for item in items:
+        if (item is not None or keep_none) and item not in out:
+            out.append(item)
+    return out
+
+
+def _sorted_unique(findings: list[Finding]) -> list[Finding]:
+    seen: set[tuple[str, Span, str]] = set()
+    out: list[Finding] = []
+    for f in sorted(findings, key=lambda f: (f.span.start_line, f.span.start_col, f.code)):
+        key = (f.name, f.span, f.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
+__all__ = ["Visibility", "check_draft", "has_letter_or_digit"]

@@ -1,0 +1,145 @@
+"""A workspace: configuration + index + draft discovery, the entry point for CLI and server.
+
+This module does file I/O (reading drafts and context logs); the checks it calls are pure.
+Paths in reports are relative to the workspace root, ``/``-separated (SPEC §9).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import Config, load_config
+from .drafts import ContextSpec, ParsedDraft, draft_kind, parse_draft
+from .model import DraftReport, Finding, Span
+from .state import IndexState
+from .store import ProgressCallback, ScanResult, Store
+from .verify import CompileQuery, Visibility, check_draft
+
+SKIP_DIRS = (".git", ".grounding", "node_modules")
+
+
+@dataclass
+class Workspace:
+    """An opened workspace. ``store`` is the persistent index; call :meth:`scan` to update it."""
+
+    config: Config
+    store: Store
+
+    @classmethod
+    def open(cls, root: Path, **overrides: object) -> Workspace:
+        """Load configuration (raises ConfigError) and open the index (raises IndexError_)."""
+        config = load_config(root)
+        if overrides:
+            config = config.with_overrides(**overrides)
+        return cls(config, Store.for_config(config))
+
+    def scan(self, progress: ProgressCallback | None = None) -> ScanResult:
+        return self.store.scan(self.config, progress)
+
+    def today(self, pinned: dt.date | None = None) -> dt.date:
+        return pinned or self.config.today_or()
+
+    # -- drafts ---------------------------------------------------------------------------
+
+    def rel(self, path: Path) -> str:
+        """An absolute or cwd-relative path as a ``/``-path relative to the root."""
+        full = path.resolve() if not path.is_absolute() else path
+        try:
+            return full.relative_to(self.config.root).as_posix()
+        except ValueError:
+            return os.path.relpath(full, self.config.root).replace(os.sep, "/")
+
+    def is_draft(self, rel_path: str) -> bool:
+        """SPEC §2: matches a draft glob and is not under the evidence root."""
+        full = (self.config.root / rel_path).resolve()
+        if full.is_relative_to(self.config.evidence_root):
+            return False
+        parts = rel_path.split("/")
+        if any(p in SKIP_DIRS for p in parts):
+            return False
+        return self.config.draft_matches(rel_path)
+
+    def discover_drafts(self) -> list[str]:
+        """Every draft under the root, sorted by path (SPEC §2 globs)."""
+        root = self.config.root
+        out: list[str] = []
+        evidence_root = self.config.evidence_root
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            here = Path(dirpath)
+            dirnames[:] = sorted(
+                d for d in dirnames
+                if d not in SKIP_DIRS and (here / d).resolve() != evidence_root
+            )
+            for name in filenames:
+                rel = (here / name).relative_to(root).as_posix()
+                if self.config.draft_matches(rel) and not (here / name).is_symlink():
+                    out.append(rel)
+        return sorted(out)
+
+    def read_text(self, rel_path: str) -> str | None:
+        """A UTF-8 file relative to the root (BOM removed), or None if missing/unreadable."""
+        try:
+            data = (self.config.root / rel_path).read_bytes()
+        except OSError:
+            return None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        return text[1:] if text.startswith("\ufeff") else text
+
+    def check_text(
+        self,
+        rel_path: str,
+        text: str,
+        state: IndexState | None = None,
+        today: dt.date | None = None,
+        compile_query: CompileQuery | None = None,
+    ) -> DraftReport:
+        """Check one draft's text (an editor buffer or a file) against ``state``."""
+        draft = parse_draft(text, draft_kind(rel_path))
+        return check_draft(
+            draft, state or self.store.state, self.config, self.today(today), rel_path,
+            self.read_text, compile_query or self.compile_query,
+        )
+
+    def check_file(self, rel_path: str, state: IndexState | None = None,
+                   today: dt.date | None = None) -> DraftReport:
+        """Check a draft file; an unreadable file is one malformed-citation finding."""
+        try:
+            data = (self.config.root / rel_path).read_bytes()
+            text = data.decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "it is not valid UTF-8"
+            return _unreadable_report(rel_path, f"cannot read the draft: {reason}")
+        if text.startswith("\ufeff"):
+            text = text[1:]
+        return self.check_text(rel_path, text, state, today)
+
+    def check_all(self, paths: Iterable[str] | None = None, state: IndexState | None = None,
+                  today: dt.date | None = None) -> list[DraftReport]:
+        state = state or self.store.state
+        return [self.check_file(p, state, today) for p in (paths or self.discover_drafts())]
+
+    def compile_query(self, spec: ContextSpec, draft: ParsedDraft) -> Visibility:
+        """Compile a ``query`` context (SPEC §8) over the current index into X."""
+        from .context import compile_context
+
+        compiled = compile_context(self.store, self.store.state, self.config, spec, draft.question or "",
+                                   self.today())
+        return compiled.visibility()
+
+
+def _unreadable_report(path: str, message: str) -> DraftReport:
+    from .model import Status
+
+    return DraftReport(
+        path=path, status=Status.ABSTAIN, required_fields=[], covered_fields=[], missing_fields=[],
+        field_completeness=True, coverage=1.0, same_key_sources_checked=0,
+        findings=[Finding("malformed-citation", Span(0, 0, 0, 0), message,
+                          hint="Save the draft as UTF-8 text.")],
+    )

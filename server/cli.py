@@ -1,0 +1,364 @@
+"""``grounding``: the command line (SPEC §9).
+
+Commands: ``check`` (the CI job), ``index``, ``conflicts``, ``context``, ``answer``, ``lsp``.
+Exit status: 0 no error-severity finding, 1 some, 2 usage or configuration error.
+Columns printed are 1-based code points, ``end_column`` exclusive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from grounding_core.config import ConfigError
+from grounding_core.model import RULES, DraftReport, Finding, Severity
+from grounding_core.store import IndexError_, ScanResult
+from grounding_core.workspace import Workspace
+
+from . import sarif
+
+EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A usage or configuration problem: printed to stderr, exit status 2."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``grounding`` console script; returns the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return int(args.run(args))
+    except UsageError as exc:
+        print(f"grounding: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (ConfigError, IndexError_, FileNotFoundError) as exc:
+        print(f"grounding: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="grounding",
+        description="Check that every claim of an answer cites a verbatim, current, visible line of evidence.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--root", type=Path, default=Path.cwd(), help="workspace root (default: cwd)")
+        p.add_argument("--evidence", help="evidence folder, relative to the root (overrides grounding.toml)")
+        p.add_argument("--today", type=_date, help="pin today's date (YYYY-MM-DD) for activity checks")
+
+    check = sub.add_parser("check", help="check drafts and print findings (SPEC §9)")
+    common(check)
+    check.add_argument("paths", nargs="*", type=Path, help="drafts to check (default: the configured globs)")
+    check.add_argument("--format", choices=("text", "json", "sarif"), default="text")
+    check.add_argument("--fix", action="store_true", help="apply safe fixes (quote, re-anchor) to the drafts")
+    check.add_argument("--at", type=int, metavar="N", help="check against the index after its first N events")
+    check.set_defaults(run=cmd_check)
+
+    index = sub.add_parser("index", help="update the index and print a summary")
+    common(index)
+    index.add_argument("--format", choices=("text", "json"), default="text")
+    index.set_defaults(run=cmd_index)
+
+    conflicts = sub.add_parser("conflicts", help="list same-field conflicts in the active index")
+    common(conflicts)
+    conflicts.add_argument("--format", choices=("text", "json"), default="text")
+    conflicts.set_defaults(run=cmd_conflicts)
+
+    context = sub.add_parser("context", help="show the compiled context of a draft (SPEC §8)")
+    common(context)
+    context.add_argument("draft", type=Path)
+    context.add_argument("--format", choices=("text", "json"), default="text")
+    context.set_defaults(run=cmd_context)
+
+    answer = sub.add_parser("answer", help="draft an answer from visible evidence only")
+    common(answer)
+    answer.add_argument("--question", required=True)
+    answer.add_argument("--fields", nargs="+", required=True)
+    answer.add_argument("--subject")
+    answer.add_argument("--limit", type=int, default=1500)
+    answer.add_argument("--reserve", type=int, default=240)
+    answer.add_argument("--format", choices=("md", "json"), default="md")
+    answer.set_defaults(run=cmd_answer)
+
+    lsp = sub.add_parser("lsp", help="run the language server on stdio")
+    lsp.set_defaults(run=cmd_lsp)
+    return parser
+
+
+def _date(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected YYYY-MM-DD, got {text!r}") from None
+
+
+def open_workspace(args: argparse.Namespace) -> Workspace:
+    """Open the workspace named by ``--root``/``--evidence``/``--today``; UsageError if unusable."""
+    root: Path = args.root
+    if not root.is_dir():
+        raise UsageError(f"--root {root}: not a folder")
+    overrides: dict[str, Any] = {}
+    if args.evidence:
+        evidence = Path(args.evidence)
+        overrides["evidence"] = str(evidence.resolve() if evidence.is_absolute() else evidence)
+    if args.today:
+        overrides["today"] = args.today.isoformat()
+    ws = Workspace.open(root, **overrides)
+    if not ws.config.evidence_root.is_dir():
+        raise UsageError(f"evidence folder {ws.config.evidence_root} does not exist"
+                         " (set 'evidence' in grounding.toml or pass --evidence)")
+    return ws
+
+
+def _scan(ws: Workspace, show_progress: bool) -> ScanResult:
+    if not show_progress:
+        return ws.scan()
+    from rich.progress import Progress
+
+    with Progress(transient=True, console=_stderr_console()) as bar:
+        task = bar.add_task("indexing evidence", total=None)
+
+        def progress(done: int, total: int, path: str) -> None:
+            bar.update(task, completed=done, total=total, description=f"indexing {path[-40:]}")
+
+        return ws.scan(progress)
+
+
+def _stderr_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+# -- check -----------------------------------------------------------------------------------
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    ws = open_workspace(args)
+    scan = _scan(ws, sys.stderr.isatty() and args.format == "text")
+    state = scan.state
+    if args.at is not None:
+        try:
+            state = ws.store.replay(args.at)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    paths = _draft_paths(ws, args.paths)
+    reports = ws.check_all(paths, state)
+    if args.fix:
+        reports = _apply_fixes(ws, reports, state)
+    evidence = {ws.config.evidence_display(p): fs for p, fs in sorted(scan.evidence.items())}
+    if args.format == "json":
+        print(json.dumps(report_json(reports, evidence), ensure_ascii=False, indent=1))
+    elif args.format == "sarif":
+        print(json.dumps(sarif.report(reports, evidence), ensure_ascii=False, indent=1))
+    else:
+        print_text(reports, evidence)
+    errors = sum(r.error_count for r in reports) + sum(
+        1 for fs in evidence.values() for f in fs if f.effective_severity is Severity.ERROR)
+    return EXIT_ERRORS if errors else EXIT_OK
+
+
+def _draft_paths(ws: Workspace, paths: list[Path]) -> list[str] | None:
+    if not paths:
+        return None
+    out: list[str] = []
+    for path in paths:
+        full = path if path.is_absolute() else Path.cwd() / path
+        if not full.exists():
+            alt = ws.config.root / path
+            if alt.exists():
+                full = alt
+            else:
+                raise UsageError(f"{path}: no such file")
+        if full.is_dir():
+            prefix = ws.rel(full).rstrip("/") + "/"
+            out.extend(p for p in ws.discover_drafts() if prefix == "./" or p.startswith(prefix))
+        else:
+            out.append(ws.rel(full))
+    return out
+
+
+def _apply_fixes(ws: Workspace, reports: list[DraftReport], state: Any) -> list[DraftReport]:
+    """Apply every finding's safe fix (quote replacement, re-anchor) and re-check (SPEC §10)."""
+    from grounding_core.fixes import apply_edits
+
+    out: list[DraftReport] = []
+    for report in reports:
+        edits = [f.fix for f in report.findings if f.fix is not None]
+        if edits:
+            path = ws.config.root / report.path
+            text = path.read_bytes().decode("utf-8")
+            path.write_bytes(apply_edits(text, edits).encode("utf-8"))
+            report = ws.check_file(report.path, state)
+        out.append(report)
+    return out
+
+
+def finding_json(f: Finding) -> dict[str, Any]:
+    """SPEC §9 diagnostic object (1-based line/column, code points, end exclusive)."""
+    out: dict[str, Any] = {
+        "code": f.code, "name": f.name, "severity": f.effective_severity.value,
+        "line": f.span.start_line + 1, "column": f.span.start_col + 1,
+        "end_line": f.span.end_line + 1, "end_column": f.span.end_col + 1,
+        "message": f.message,
+    }
+    if f.hint:
+        out["hint"] = f.hint
+    if f.citation:
+        out["citation"] = f.citation
+    if f.related:
+        out["related"] = [{"path": r.path, "line": r.line, **({"message": r.message} if r.message else {})}
+                          for r in f.related]
+    if f.fix:
+        out["fix"] = {"title": f.fix.title, "new_text": f.fix.new_text}
+    return out
+
+
+def report_json(reports: list[DraftReport], evidence: dict[str, list[Finding]]) -> dict[str, Any]:
+    return {
+        "drafts": [
+            {
+                "path": r.path, "status": r.status.value, "required_fields": r.required_fields,
+                "covered_fields": r.covered_fields, "missing_fields": r.missing_fields,
+                "field_completeness": r.field_completeness, "coverage": r.coverage,
+                "same_key_sources_checked": r.same_key_sources_checked,
+                **({"output_tokens": r.output_tokens, "output_reserve": r.output_reserve}
+                   if r.output_tokens is not None else {}),
+                "diagnostics": [finding_json(f) for f in r.findings],
+            }
+            for r in reports
+        ],
+        "evidence": [{"path": p, "diagnostics": [finding_json(f) for f in fs]} for p, fs in evidence.items()],
+    }
+
+
+def print_text(reports: list[DraftReport], evidence: dict[str, list[Finding]]) -> None:
+    """Compiler-style lines: ``path:line:col: severity CODE name: message`` + a hint line."""
+    counts = {s: 0 for s in Severity}
+    for path, findings in list(evidence.items()) + [(r.path, r.findings) for r in reports]:
+        for f in findings:
+            counts[f.effective_severity] += 1
+            print(f"{path}:{f.span.start_line + 1}:{f.span.start_col + 1}: "
+                  f"{f.effective_severity.value} {f.code} {f.name}: {f.message}")
+            if f.hint:
+                print(f"    hint: {f.hint}")
+    for r in reports:
+        print(f"{r.path}: {r.status.value}; required {_list(r.required_fields)}, covered "
+              f"{_list(r.covered_fields)}, missing {_list(r.missing_fields)}; coverage {r.coverage:.2f}")
+    print(f"{len(reports)} draft(s): {counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s),"
+          f" {counts[Severity.INFORMATION]} information")
+
+
+def _list(items: list[str]) -> str:
+    return "[" + ", ".join(items) + "]"
+
+
+# -- index / conflicts -------------------------------------------------------------------------
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    ws = open_workspace(args)
+    scan = _scan(ws, sys.stderr.isatty() and args.format == "text")
+    state = scan.state
+    today = ws.today()
+    from grounding_core.conflicts import all_conflicts
+
+    docs = state.doc_ids()
+    versions = sum(len(state.versions(d)) for d in docs)
+    active = list(state.active_records(today))
+    lines = sum(len(state.document(r).lines) for r in active)
+    fields = sum(len(v) for v in state.keyed_lines(today).values())
+    conflicts = all_conflicts(state, today)
+    problems = {ws.config.evidence_display(p): fs for p, fs in sorted(scan.evidence.items()) if fs}
+    summary = {
+        "documents": len(docs), "versions": versions, "active_documents": len(active),
+        "active_lines": lines, "active_field_lines": fields, "conflicts": len(conflicts),
+        "events": ws.store.event_count(), "files_read": len(scan.changed),
+        "events_appended": len(scan.events), "index": ws.config.index,
+        "evidence_problems": {p: [finding_json(f) for f in fs] for p, fs in problems.items()},
+    }
+    if args.format == "json":
+        print(json.dumps(summary, ensure_ascii=False, indent=1))
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=f"Grounding index ({ws.config.index})")
+        table.add_column("what")
+        table.add_column("count", justify="right")
+        for key in ("documents", "versions", "active_documents", "active_lines", "active_field_lines",
+                    "conflicts", "events", "files_read", "events_appended"):
+            table.add_row(key.replace("_", " "), str(summary[key]))
+        Console().print(table)
+        for path, fs in problems.items():
+            for f in fs:
+                print(f"{path}:{f.span.start_line + 1}:{f.span.start_col + 1}: "
+                      f"{f.effective_severity.value} {f.code} {f.name}: {f.message}")
+    return EXIT_OK
+
+
+def cmd_conflicts(args: argparse.Namespace) -> int:
+    ws = open_workspace(args)
+    state = ws.scan().state
+    from grounding_core.conflicts import all_conflicts
+
+    conflicts = all_conflicts(state, ws.today())
+    if args.format == "json":
+        print(json.dumps([conflict_json(ws, c) for c in conflicts], ensure_ascii=False, indent=1))
+    else:
+        for c in conflicts:
+            print(c.describe())
+            for kl in c.lines:
+                print(f"    {ws.config.evidence_display(kl.path)}:{kl.line}: {kl.field}：{kl.value}")
+        print(f"{len(conflicts)} conflict(s)")
+    return EXIT_ERRORS if conflicts else EXIT_OK
+
+
+def conflict_json(ws: Workspace, c: Any) -> dict[str, Any]:
+    return {
+        "subject": c.subject, "field": c.field, "values": [
+            {"value": kl.value, "doc_id": kl.doc_id, "version": kl.version, "line": kl.line,
+             "path": ws.config.evidence_display(kl.path)} for kl in c.lines],
+    }
+
+
+# -- context / answer --------------------------------------------------------------------------
+
+
+def cmd_context(args: argparse.Namespace) -> int:
+    from . import budget_cli
+
+    return budget_cli.cmd_context(args, open_workspace(args))
+
+
+def cmd_answer(args: argparse.Namespace) -> int:
+    from . import budget_cli
+
+    return budget_cli.cmd_answer(args, open_workspace(args))
+
+
+def cmd_lsp(args: argparse.Namespace) -> int:
+    from .app import serve_stdio
+
+    serve_stdio()
+    return EXIT_OK
+
+
+_ = RULES  # the rule table is the SARIF driver's source; imported for re-export
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""SARIF 2.1.0 output for ``grounding check --format sarif`` (SPEC §9).
+
+Rule ids are the GR codes; columns are Unicode code points (``columnKind``), 1-based, end
+exclusive, matching the JSON output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grounding_core.model import RULES, DraftReport, Finding, Severity
+
+SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
+LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning",
+          Severity.INFORMATION: "note", Severity.HINT: "note"}
+
+
+def report(reports: list[DraftReport], evidence: dict[str, list[Finding]]) -> dict[str, Any]:
+    """One SARIF log with one run over every draft and evidence finding."""
+    rules = sorted(RULES.values(), key=lambda r: r.code)
+    rule_index = {r.name: i for i, r in enumerate(rules)}
+    results: list[dict[str, Any]] = []
+    for path, findings in list(evidence.items()) + [(r.path, r.findings) for r in reports]:
+        for f in findings:
+            results.append(_result(path, f, rule_index[f.name]))
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        tool_version = version("grounding")
+    except PackageNotFoundError:
+        tool_version = "0.0.0"
+    return {
+        "$schema": SCHEMA_URI,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "grounding",
+                "version": tool_version,
+                "informationUri": "https://example.invalid/grounding",
+                "rules": [{
+                    "id": r.code, "name": r.name,
+                    "shortDescription": {"text": r.summary},
+                    "defaultConfiguration": {"level": LEVELS[r.severity]},
+                } for r in rules],
+            }},
+            "columnKind": "unicodeCodePoints",
+            "results": results,
+        }],
+    }
+
+
+def _result(path: str, f: Finding, index: int) -> dict[str, Any]:
+    region = {
+        "startLine": f.span.start_line + 1, "startColumn": f.span.start_col + 1,
+        "endLine": f.span.end_line + 1, "endColumn": f.span.end_col + 1,
+    }
+    text = f.message + (f" Hint: {f.hint}" if f.hint else "")
+    out: dict[str, Any] = {
+        "ruleId": f.code, "ruleIndex": index, "level": LEVELS[f.effective_severity],
+        "message": {"text": text},
+        "locations": [{"physicalLocation": {"artifactLocation": {"uri": path}, "region": region}}],
+    }
+    if f.related:
+        out["relatedLocations"] = [
+            {"id": i, "physicalLocation": {"artifactLocation": {"uri": r.path},
+                                           "region": {"startLine": r.line}},
+             **({"message": {"text": r.message}} if r.message else {})}
+            for i, r in enumerate(f.related)]
+    if f.citation:
+        out["properties"] = {"citation": f.citation, "name": f.name}
+    else:
+        out["properties"] = {"name": f.name}
+    return out
