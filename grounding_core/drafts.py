@@ -453,6 +453,11 @@ def parse_context_value(value: Any) -> ContextSpec:
         return ContextSpec("units", error="context must have exactly one of units, log or query"
                            + (f" (unknown keys: {', '.join(map(str, unknown))})" if unknown else ""))
     form = forms[0]
+    limit = value.get("limit")
+    reserve = value.get("reserve")
+    for name, number in (("limit", limit), ("reserve", reserve)):
+        if number is not None and (isinstance(number, bool) or not isinstance(number, int) or number < 1):
+            return ContextSpec(form, error=f"context.{name} must be a positive integer of tokens")
     if form == "units":
         units = value["units"]
         if isinstance(units, str):
@@ -470,20 +475,15 @@ def parse_context_value(value: Any) -> ContextSpec:
             if start is not None and end is not None and end < start:
                 return ContextSpec("units", error=f"context unit {unit!r}: the range ends before it starts")
             parsed.append(ContextUnitSpec(m["doc_id"], int(m["version"]), start, end))
-        return ContextSpec("units", units=tuple(parsed))
+        return ContextSpec("units", units=tuple(parsed), limit=limit, reserve=reserve)
     if form == "log":
         log = value["log"]
         if not isinstance(log, str) or not log:
             return ContextSpec("log", error="context.log must be a path relative to the workspace root")
-        return ContextSpec("log", log=log)
+        return ContextSpec("log", log=log, limit=limit, reserve=reserve)
     query = value["query"]
-    limit = value.get("limit")
-    reserve = value.get("reserve")
     if not isinstance(query, str) or not query.strip():
         return ContextSpec("query", error="context.query must be non-empty text")
-    for name, number in (("limit", limit), ("reserve", reserve)):
-        if number is not None and (isinstance(number, bool) or not isinstance(number, int) or number < 1):
-            return ContextSpec("query", error=f"context.{name} must be a positive integer of tokens")
     return ContextSpec("query", query=query, limit=limit, reserve=reserve)
 
 

@@ -211,6 +211,7 @@ class DraftReport:
     claims: list[Claim] = field(default_factory=list)
     output_tokens: int | None = None
     output_reserve: int | None = None
+    wire_claims: list[dict[str, object]] = field(default_factory=list)
 
     @property
     def error_count(self) -> int:

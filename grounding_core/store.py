@@ -427,31 +427,44 @@ class Store:
                  if text.strip() and not doc.is_front_matter_line(i)],
             )
 
-    def search(self, query: str, limit: int = 20) -> list[SearchHit]:
+    def search(self, query: str, limit: int = 20, any_term: bool = False) -> list[SearchHit]:
         """FTS5 trigram search over the newest versions' lines, best first.
 
-        Terms shorter than 3 code points cannot use the trigram index; they fall back to a
-        substring scan (LIKE) over the same table. Returns at most ``limit`` hits.
+        Each whitespace-separated term must occur (``any_term``: at least one term, ranked by
+        how many of the query's trigrams a line holds, which suits CJK questions without
+        spaces). Terms shorter than 3 code points cannot use the trigram index; when every
+        term is that short the search falls back to a substring scan (LIKE). ``rank`` is
+        bm25 (lower is better). Returns at most ``limit`` hits.
         """
         terms = [t for t in query.split() if t]
         if not terms:
             return []
+        long_terms = [t for t in terms if len(t) >= 3]
         with self._lock:
-            if all(len(t) >= 3 for t in terms):
-                match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+            if long_terms and (any_term or len(long_terms) == len(terms)):
+                if any_term:
+                    grams = sorted({t[i:i + 3] for t in long_terms for i in range(len(t) - 2)})
+                    match = " OR ".join(_fts_string(g) for g in grams)
+                else:
+                    match = " AND ".join(_fts_string(t) for t in long_terms)
                 rows = self._conn.execute(
                     "SELECT doc_id, version, line, text, bm25(lines_fts) FROM lines_fts"
                     " WHERE lines_fts MATCH ? ORDER BY bm25(lines_fts), doc_id, line LIMIT ?",
                     (match, limit),
                 ).fetchall()
             else:
-                like = " OR ".join("text LIKE ?" for _ in terms)
+                joiner = " OR " if any_term else " AND "
+                like = joiner.join("text LIKE ?" for _ in terms)
                 rows = self._conn.execute(
                     f"SELECT doc_id, version, line, text, 0.0 FROM lines_fts WHERE {like}"
                     " ORDER BY doc_id, line LIMIT ?",
                     (*[f"%{t}%" for t in terms], limit),
                 ).fetchall()
         return [SearchHit(r[0], int(r[1]), int(r[2]), r[3], float(r[4])) for r in rows]
+
+
+def _fts_string(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
 
 
 def walk_evidence(config: Config) -> tuple[dict[str, Path], dict[str, Finding]]:

@@ -16,6 +16,7 @@ from .config import Config
 from .conflicts import GateResult, check_keys
 from .drafts import ContextSpec, ContextUnitSpec, ParsedDraft, parse_context_log
 from .evidence import EvidenceDocument, parse_field_line, split_marker
+from .budget import output_tokens, render_answer_wire
 from .model import FIRST_LINE, Claim, DraftReport, Edit, Finding, Location, Span, Status
 from .state import IndexState, VersionRecord
 from .text import describe_difference, has_letter_or_digit, normalize, normalize_value, split_lines
@@ -34,6 +35,7 @@ class Visibility:
     whole: set[tuple[str, int]] = field(default_factory=set)
     ranges: dict[tuple[str, int], list[tuple[int, int]]] = field(default_factory=dict)
     texts: dict[tuple[str, int], set[str]] = field(default_factory=dict)
+    input_tokens: int | None = None
 
     def add(self, unit: ContextUnitSpec) -> None:
         key = (unit.doc_id, unit.version)
@@ -105,6 +107,7 @@ def check_draft(
             ))
     status = _status(gate, valid, missing)
     coverage = _coverage(draft, results, required, state, today)
+    tokens, reserve = _output_budget(draft, valid, status, missing, visibility, config, findings)
     if draft.declared_status is not None and draft.declared_status != status.value:
         findings.append(Finding(
             "status-mismatch", draft.declared_status_span,
@@ -123,8 +126,54 @@ def check_draft(
         missing_fields=missing, field_completeness=not missing, coverage=coverage,
         same_key_sources_checked=len(gate.lines_read),
         findings=_sorted_unique(findings), valid_claims=[r.claim for r in valid],
-        claims=list(draft.claims),
+        claims=list(draft.claims), output_tokens=tokens, output_reserve=reserve,
+        wire_claims=[_wire_claim(r) for r in valid],
     )
+
+
+# -- output budget (§8) -------------------------------------------------------------------
+
+
+def _wire_claim(r: _ClaimResult) -> dict[str, object]:
+    """A valid claim in the eight-key shape of SPEC §5, keys in order."""
+    assert r.claim.citation is not None and r.record is not None and r.line_text is not None
+    ref = r.claim.citation
+    return {
+        "text": split_marker(r.line_text), "quote": r.line_text, "id": ref.id,
+        "doc_id": ref.doc_id, "version": ref.version, "line": ref.line,
+        "sha256": r.record.sha256, "field": r.field or "",
+    }
+
+
+def _output_budget(draft: ParsedDraft, valid: list[_ClaimResult], status: Status,
+                   missing: list[str], visibility: Visibility | None, config: Config,
+                   findings: list[Finding]) -> tuple[int, int | None]:
+    """Output tokens of the draft's answer wire (SPEC §8) and GR113 against the reserve."""
+    wire = render_answer_wire(status.value, [_wire_claim(r) for r in valid], missing)
+    tokens = output_tokens(wire, config.encoding)
+    spec = draft.context
+    reserve = spec.reserve if spec is not None and spec.error is None else None
+    limit = spec.limit if spec is not None and spec.error is None else None
+    if spec is not None and spec.kind == "query" and spec.error is None:
+        from .context import DEFAULT_LIMIT, DEFAULT_RESERVE
+
+        reserve = reserve or DEFAULT_RESERVE
+        limit = limit or DEFAULT_LIMIT
+    if reserve is not None and tokens > reserve:
+        findings.append(Finding(
+            "output-over-budget", FIRST_LINE,
+            f"the answer wire needs {tokens} output tokens ({config.encoding}, BOS/EOS included)"
+            f" but the reserve is {reserve}",
+            hint="Cite fewer lines or raise context.reserve.",
+        ))
+    elif (limit is not None and visibility is not None and visibility.input_tokens is not None
+          and visibility.input_tokens + tokens > limit):
+        findings.append(Finding(
+            "output-over-budget", FIRST_LINE,
+            f"input {visibility.input_tokens} + output {tokens} tokens exceed the limit {limit}",
+            hint="Raise context.limit or shorten the answer.",
+        ))
+    return tokens, reserve
 
 
 # -- context -------------------------------------------------------------------------------

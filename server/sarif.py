@@ -36,7 +36,6 @@ def report(reports: list[DraftReport], evidence: dict[str, list[Finding]]) -> di
             "tool": {"driver": {
                 "name": "grounding",
                 "version": tool_version,
-                "informationUri": "https://example.invalid/grounding",
                 "rules": [{
                     "id": r.code, "name": r.name,
                     "shortDescription": {"text": r.summary},

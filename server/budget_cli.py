@@ -1,0 +1,98 @@
+"""``grounding context`` and ``grounding answer`` (SPEC §8, §9).
+
+``answer`` builds an answer only from lines visible in a compiled context: every claim cites
+a whole visible line, conflicts are reported (status ``conflict``) and never resolved, and
+the answer wire is counted against the reserve (``BudgetError`` is an error, exit 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from typing import Any
+
+from grounding_core.answer import AnswerDraft, generate_answer
+from grounding_core.budget import BudgetError, ContextUnit, input_tokens, render_prompt
+from grounding_core.context import compile_context
+from grounding_core.drafts import ContextSpec, draft_kind, parse_draft
+from grounding_core.workspace import Workspace
+
+EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
+
+
+def cmd_context(args: argparse.Namespace, ws: Workspace) -> int:
+    """Print a draft's compiled context: kept/skipped units, tokens per unit, totals."""
+    rel = ws.rel(args.draft)
+    text = ws.read_text(rel)
+    if text is None:
+        print(f"grounding: error: cannot read {args.draft}", file=sys.stderr)
+        return EXIT_USAGE
+    state = ws.scan().state
+    draft = parse_draft(text, draft_kind(rel))
+    spec = draft.context
+    report = ws.check_text(rel, text, state)
+    if spec is None or spec.error is not None:
+        why = "declares no context" if spec is None else f"has an invalid context: {spec.error}"
+        print(f"grounding: error: {rel} {why}", file=sys.stderr)
+        return EXIT_USAGE
+    if spec.kind == "query":
+        compiled = compile_context(ws.store, state, ws.config, spec, draft.question or "", ws.today())
+        summary: dict[str, Any] = compiled.summary()
+    else:
+        summary = _declared_summary(ws, spec, draft.question or "", state)
+    summary["draft"] = rel
+    summary["output_tokens"] = report.output_tokens
+    summary["output_reserve"] = report.output_reserve
+    if args.format == "json":
+        print(json.dumps(summary, ensure_ascii=False, indent=1))
+        return EXIT_OK
+    print(f"{rel}: {spec.kind} context" + (f" for query {summary.get('query')!r}" if spec.kind == "query" else ""))
+    for unit in summary["kept"]:
+        print(f"  kept     {unit['unit']:<40} {unit['tokens']:>6} tokens")
+    for unit in summary.get("skipped", []):
+        print(f"  skipped  {unit['unit']:<40} {unit['tokens']:>6} tokens (did not fit)")
+    limit = summary.get("limit")
+    print(f"input {summary['input_tokens']} tokens" + (f" (limit {limit})" if limit else "")
+          + f"; output {report.output_tokens} tokens"
+          + (f" (reserve {report.output_reserve})" if report.output_reserve else ""))
+    return EXIT_OK
+
+
+def _declared_summary(ws: Workspace, spec: ContextSpec, question: str, state: Any) -> dict[str, Any]:
+    units: list[ContextUnit] = []
+    for u in spec.units:
+        record = state.record(u.doc_id, u.version)
+        if record is None:
+            continue
+        doc = state.document(record)
+        start = u.start or doc.front.end_line + 1
+        end = min(u.end or len(doc.lines), len(doc.lines))
+        if start > end:
+            continue
+        units.append(ContextUnit(u.doc_id, u.version, start, end, "\n".join(doc.lines[start - 1:end])))
+    base = input_tokens(render_prompt(question, []), ws.config.encoding)
+    kept = []
+    for unit in units:
+        cost = input_tokens(render_prompt(question, [unit]), ws.config.encoding) - base
+        kept.append({"unit": unit.id, "tokens": cost})
+    return {"kind": spec.kind, "encoding": ws.config.encoding, "limit": spec.limit, "reserve": spec.reserve,
+            "input_tokens": input_tokens(render_prompt(question, units), ws.config.encoding),
+            "kept": kept, "skipped": []}
+
+
+def cmd_answer(args: argparse.Namespace, ws: Workspace) -> int:
+    """Draft an answer from visible evidence only, as Markdown or the JSON wire."""
+    state = ws.scan().state
+    try:
+        answer = generate_answer(ws.store, state, ws.config, ws.today(), args.question, args.fields,
+                                 subject=args.subject, limit=args.limit, reserve=args.reserve)
+    except BudgetError as exc:
+        print(f"grounding: error GR113 output-over-budget: {exc}", file=sys.stderr)
+        return EXIT_ERRORS
+    print(answer.markdown() if args.format == "md" else answer.json_text(), end="")
+    return EXIT_OK
+
+
+_ = (AnswerDraft, re)
