@@ -65,11 +65,8 @@ SERVER_NAME = "grounding"
 FEATURE_MODULES: tuple[str, ...] = (
     # Each module has ``register(server: GroundingServer, state: ServerState) -> None``.
     # Keep this order stable: it is the order listeners run in.
-    # "server.features.diagnostics",
-    # "server.features.hover",
-    # "server.features.definition",
-    # "server.features.completion",
-    # "server.features.code_actions",
+    "server.features.evidence",
+    "server.features.diagnostics",
 )
 """Dotted names of the feature modules :func:`build_server` registers, in order."""
 
@@ -111,6 +108,11 @@ class ServerState:
     def __init__(self, server: GroundingServer) -> None:
         self.server = server
         self.shutdown_requested = False
+        self.initialization_options: Any = None
+        from server.engine import Engine
+
+        self.engine = Engine(server)
+        """The Grounding engine: workspace, index state and draft reports (server/engine.py)."""
         self.features: list[str] = []
         """Dotted names of the feature modules that registered successfully."""
         self._document_listeners: list[DocumentListener] = []
@@ -218,6 +220,7 @@ class GroundingProtocol(LanguageServerProtocol):
         ``utf-8``) and :class:`GroundingWorkspace` (pygls hard-codes its ``Workspace``).
         """
         self._server.process_id = params.process_id
+        self._server.state.initialization_options = params.initialization_options
         sync_kind = self._server._text_document_sync_kind
         self.client_capabilities = params.capabilities
         encoding = negotiate(params.capabilities)

@@ -1,0 +1,259 @@
+"""The Grounding engine inside the language server: workspace, index state, draft reports.
+
+Owned by the event loop. Heavy work (scanning, hashing, parsing, checking, FTS) runs in
+worker threads on immutable inputs: a :class:`DocumentSnapshot` and the current
+:class:`IndexState`, which indexing replaces by swapping the reference (never mutating it).
+
+Features reach the engine as ``state.engine`` (``server/app.py`` builds it) and use:
+
+- :meth:`Engine.draft_rel` / :meth:`Engine.evidence_rel` to classify a URI;
+- :attr:`Engine.state` (the current index state) and :meth:`Engine.today`;
+- :meth:`Engine.report_for` (the latest report of an open draft, or None);
+- :meth:`Engine.check_snapshot` (pure check of a snapshot, call it in a thread);
+- :meth:`Engine.request_reindex` (coalesced, debounced rescan of the evidence folder);
+- :meth:`Engine.on_reports` / :meth:`Engine.on_index` to hear about new reports and states.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pygls.uris import from_fs_path, to_fs_path
+
+from grounding_core.config import Config, ConfigError, load_config
+from grounding_core.drafts import ParsedDraft, draft_kind, parse_draft
+from grounding_core.model import DraftReport, Finding
+from grounding_core.state import IndexState
+from grounding_core.store import ScanResult, Store
+from grounding_core.verify import check_draft
+from grounding_core.workspace import Workspace
+
+if TYPE_CHECKING:
+    from server.app import GroundingServer
+    from server.documents import DocumentSnapshot
+
+logger = logging.getLogger(__name__)
+
+SETTINGS_KEYS = ("evidence", "encoding", "strict", "today", "index", "field_separators",
+                 "meta_fields", "subject_fields", "evidence_globs", "drafts")
+
+
+@dataclass(frozen=True)
+class DraftResult:
+    """The latest check of one open draft: its snapshot, parse and report."""
+
+    snapshot: DocumentSnapshot
+    draft: ParsedDraft
+    report: DraftReport
+
+
+ReportListener = Callable[[str, DraftResult | None], Awaitable[None] | None]
+IndexListener = Callable[[ScanResult], Awaitable[None] | None]
+
+
+class Engine:
+    """Workspace + index + reports of one server session (see module docstring)."""
+
+    def __init__(self, server: GroundingServer) -> None:
+        self.server = server
+        self.workspace: Workspace | None = None
+        self.state: IndexState = IndexState()
+        self.evidence_findings: dict[str, list[Finding]] = {}
+        self.results: dict[str, DraftResult] = {}
+        self.settings: dict[str, Any] = {}
+        self.indexed = asyncio.Event()
+        self.index_generation = 0
+        self._report_listeners: list[ReportListener] = []
+        self._index_listeners: list[IndexListener] = []
+        self._reindex_task: asyncio.Task[None] | None = None
+        self._reindex_again = False
+
+    # -- setup ------------------------------------------------------------------------
+
+    def open_workspace(self, root: Path, settings: dict[str, Any]) -> str | None:
+        """Load ``grounding.toml`` plus editor settings and open the index.
+
+        Returns a message for the user when something was wrong and defaults were used.
+        """
+        message = None
+        self.settings = {k: v for k, v in settings.items() if k in SETTINGS_KEYS and v not in (None, "")}
+        try:
+            config = load_config(root)
+        except ConfigError as exc:
+            message = f"Grounding: {exc}; using the default configuration."
+            config = Config(root=root.resolve())
+        if self.settings:
+            try:
+                config = config.with_overrides(**self.settings)
+            except ConfigError as exc:
+                message = f"Grounding: bad setting ({exc}); using grounding.toml and defaults."
+        try:
+            store = Store.for_config(config)
+        except Exception as exc:  # unusable index file: keep serving from memory
+            message = f"Grounding: cannot open the index ({exc}); using an in-memory index."
+            config = config.with_overrides(index=":memory:")
+            store = Store.for_config(config)
+        if self.workspace is not None:
+            self.workspace.store.close()
+        self.workspace = Workspace(config, store)
+        self.state = store.state
+        return message
+
+    @property
+    def config(self) -> Config | None:
+        return self.workspace.config if self.workspace else None
+
+    def today(self) -> dt.date:
+        return self.workspace.config.today_or() if self.workspace else dt.date.today()
+
+    # -- URIs -------------------------------------------------------------------------
+
+    def path_of(self, uri: str) -> Path | None:
+        path = to_fs_path(uri)
+        return Path(path) if path else None
+
+    def draft_rel(self, uri: str) -> str | None:
+        """The draft path relative to the root when ``uri`` is a draft (SPEC §2), else None."""
+        if self.workspace is None:
+            return None
+        path = self.path_of(uri)
+        if path is None:
+            return None
+        rel = self._rel(path, self.workspace.config.root)
+        if rel is None or not self.workspace.is_draft(rel):
+            return None
+        return rel
+
+    def evidence_rel(self, uri: str) -> str | None:
+        """The evidence path relative to the evidence root when ``uri`` is evidence, else None."""
+        if self.workspace is None:
+            return None
+        path = self.path_of(uri)
+        if path is None:
+            return None
+        rel = self._rel(path, self.workspace.config.evidence_root)
+        if rel is None or not self.workspace.config.evidence_matches(rel):
+            return None
+        return rel
+
+    @staticmethod
+    def _rel(path: Path, base: Path) -> str | None:
+        try:
+            full = Path(os.path.abspath(path))
+            if not full.is_relative_to(base):
+                full = full.resolve()
+            return full.relative_to(base).as_posix()
+        except (ValueError, OSError):
+            return None
+
+    def evidence_uri(self, rel: str) -> str:
+        """The file URI of an evidence path relative to the evidence root."""
+        assert self.workspace is not None
+        return from_fs_path(str(self.workspace.config.evidence_root / rel)) or ""
+
+    def root_uri_of(self, rel_to_root: str) -> str:
+        """The file URI of a path relative to the workspace root."""
+        assert self.workspace is not None
+        return from_fs_path(str(self.workspace.config.root / rel_to_root)) or ""
+
+    # -- checking ---------------------------------------------------------------------
+
+    def check_snapshot(self, snapshot: DocumentSnapshot, rel: str,
+                       state: IndexState | None = None) -> DraftResult:
+        """Check one draft snapshot against ``state`` (default: the current one). Pure; thread-safe."""
+        assert self.workspace is not None
+        ws = self.workspace
+        draft = parse_draft(snapshot.text, draft_kind(rel))
+        report = check_draft(draft, state or self.state, ws.config, self.today(), rel, ws.read_text,
+                             ws.compile_query)
+        return DraftResult(snapshot, draft, report)
+
+    def result_for(self, uri: str) -> DraftResult | None:
+        """The latest result of an open draft (may lag the editor by one debounce)."""
+        return self.results.get(uri)
+
+    def report_for(self, uri: str) -> DraftReport | None:
+        result = self.results.get(uri)
+        return result.report if result else None
+
+    async def set_result(self, uri: str, result: DraftResult | None) -> None:
+        if result is None:
+            self.results.pop(uri, None)
+        else:
+            self.results[uri] = result
+        for listener in tuple(self._report_listeners):
+            await _call(listener, uri, result)
+
+    def on_reports(self, listener: ReportListener) -> ReportListener:
+        """Call ``listener(uri, result_or_None)`` whenever a draft's result changes."""
+        self._report_listeners.append(listener)
+        return listener
+
+    def on_index(self, listener: IndexListener) -> IndexListener:
+        """Call ``listener(scan_result)`` after every completed scan (state already swapped)."""
+        self._index_listeners.append(listener)
+        return listener
+
+    # -- indexing ---------------------------------------------------------------------
+
+    def request_reindex(self, delay: float = 0.0) -> None:
+        """Rescan the evidence folder soon; calls while a scan runs coalesce into one more."""
+        if self._reindex_task is not None and not self._reindex_task.done():
+            self._reindex_again = True
+            return
+        self._reindex_task = asyncio.get_running_loop().create_task(self._reindex_loop(delay))
+
+    async def wait_reindexed(self) -> None:
+        """Wait until no scan is pending (for commands such as ``grounding.reindex``)."""
+        while self._reindex_task is not None and not self._reindex_task.done():
+            await asyncio.shield(self._reindex_task)
+
+    async def _reindex_loop(self, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        while True:
+            self._reindex_again = False
+            await self.reindex()
+            if not self._reindex_again:
+                return
+
+    async def reindex(self, progress: Callable[[int, int, str], None] | None = None) -> ScanResult | None:
+        """Scan now (in a thread), swap the state, then tell the index listeners."""
+        if self.workspace is None:
+            return None
+        ws = self.workspace
+        try:
+            result = await asyncio.to_thread(ws.scan, progress)
+        except FileNotFoundError as exc:
+            logger.warning("%s", exc)
+            self.indexed.set()
+            return None
+        except Exception:
+            logger.exception("indexing failed; keeping the previous index state")
+            self.indexed.set()
+            return None
+        self.state = result.state
+        self.evidence_findings = result.evidence
+        self.index_generation += 1
+        self.indexed.set()
+        for listener in tuple(self._index_listeners):
+            await _call(listener, result)
+        return result
+
+
+async def _call(listener: Callable[..., Any], *args: Any) -> None:
+    try:
+        value = listener(*args)
+        if asyncio.iscoroutine(value) or isinstance(value, Awaitable):
+            await value
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        logger.exception("engine listener %r failed", getattr(listener, "__qualname__", listener))

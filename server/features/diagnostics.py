@@ -1,0 +1,213 @@
+"""Diagnostics for drafts and evidence files (SPEC §7, §10).
+
+Drafts are checked on open and save at once, on change after a short debounce; each check
+runs in a worker thread on a frozen snapshot and its result is dropped if the document moved
+on meanwhile (no stale squiggles). After every index change all open drafts are re-checked.
+
+Mode: pull (``textDocument/diagnostic`` + ``workspace/diagnostic/refresh``) when the client
+offers both, push (``publishDiagnostics``) otherwise. Evidence files always get pushed
+diagnostics (they need not be open): GR201–GR204 and, for every conflicting key of the
+active index, a ``field-conflict`` on each conflicting line with the others as related
+information. Closed drafts are cleared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+from pygls.capabilities import get_capability
+
+from grounding_core.conflicts import all_conflicts
+from grounding_core.model import Finding, Location, Span
+from grounding_core.store import ScanResult
+from grounding_core.text import split_lines
+from server.convert import lsp_diagnostic
+
+if TYPE_CHECKING:
+    from server.app import GroundingServer, ServerState
+    from server.documents import DocumentSnapshot
+    from server.engine import DraftResult
+
+logger = logging.getLogger(__name__)
+
+DEBOUNCE_SECONDS = 0.15
+
+
+def register(server: GroundingServer, state: ServerState) -> None:
+    engine = state.engine
+    pending: dict[str, asyncio.Task[None]] = {}
+    generation: dict[str, int] = {}
+    evidence_published: set[str] = set()
+    mode = {"pull": False}
+
+    def lines_of(rel_to_root: str) -> Sequence[str]:
+        assert engine.workspace is not None
+        return _file_lines(str(engine.workspace.config.root / rel_to_root))
+
+    def diagnostics_of(result: DraftResult) -> list[types.Diagnostic]:
+        related = bool(get_capability(server.client_capabilities,
+                                      "text_document.publish_diagnostics.related_information", True))
+        snap = result.snapshot
+        return [lsp_diagnostic(f, snap.lines, snap.codec, engine.root_uri_of, lines_of, related)
+                for f in result.report.findings]
+
+    def publish(uri: str, version: int | None, diagnostics: list[types.Diagnostic]) -> None:
+        server.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=diagnostics))
+
+    async def check(snapshot: DocumentSnapshot, rel: str, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        await engine.indexed.wait()
+        gen = engine.index_generation
+        result = await asyncio.to_thread(engine.check_snapshot, snapshot, rel)
+        if not state.is_current(snapshot):
+            return  # the editor moved on; a newer check is scheduled
+        generation[snapshot.uri] = gen
+        await engine.set_result(snapshot.uri, result)
+        if not mode["pull"]:
+            publish(snapshot.uri, snapshot.version, diagnostics_of(result))
+
+    def schedule(snapshot: DocumentSnapshot, rel: str, delay: float) -> None:
+        old = pending.pop(snapshot.uri, None)
+        if old is not None and not old.done():
+            old.cancel()
+        task = asyncio.get_running_loop().create_task(check(snapshot, rel, delay))
+        pending[snapshot.uri] = task
+        task.add_done_callback(lambda t, uri=snapshot.uri: _log_failure(t, uri))
+
+    @state.on_initialized
+    def choose_mode(ls: GroundingServer) -> None:
+        caps = ls.client_capabilities
+        mode["pull"] = bool(get_capability(caps, "text_document.diagnostic", None)) and bool(
+            get_capability(caps, "workspace.diagnostics.refresh_support", False))
+        logger.info("diagnostics mode: %s", "pull" if mode["pull"] else "push")
+
+    @state.on_document
+    async def on_document(ls: GroundingServer, event: object) -> None:
+        kind, uri, snapshot = event.kind, event.uri, event.snapshot  # type: ignore[attr-defined]
+        if kind == "close":
+            task = pending.pop(uri, None)
+            if task is not None:
+                task.cancel()
+            if engine.draft_rel(uri) is not None or uri in engine.results:
+                await engine.set_result(uri, None)
+                if not mode["pull"]:
+                    publish(uri, None, [])
+            return
+        rel = engine.draft_rel(uri)
+        if rel is None:
+            await engine.indexed.wait()
+            rel = engine.draft_rel(uri)
+            if rel is None:
+                return
+        schedule(snapshot, rel, DEBOUNCE_SECONDS if kind == "change" else 0.0)
+
+    @engine.on_index
+    async def after_index(result: ScanResult) -> None:
+        publish_evidence(result)
+        for uri in list(server.workspace.text_documents):
+            rel = engine.draft_rel(uri)
+            snapshot = state.snapshot(uri)
+            if rel is not None and snapshot is not None:
+                schedule(snapshot, rel, 0.0)
+        if mode["pull"]:
+            try:
+                server.workspace_diagnostic_refresh(None)
+            except Exception:
+                logger.info("workspace/diagnostic/refresh failed")
+
+    def publish_evidence(result: ScanResult) -> None:
+        assert engine.workspace is not None
+        config = engine.workspace.config
+        by_path: dict[str, list[Finding]] = {p: list(fs) for p, fs in result.evidence.items()}
+        for conflict in all_conflicts(result.state, engine.today()):
+            for kl in conflict.lines:
+                if kl.path not in by_path:
+                    continue
+                others = tuple(Location(config.evidence_display(o.path), o.line, f"{o.field}：{o.value}")
+                               for o in conflict.lines if o is not kl)
+                text = result.state.document(result.state.record(kl.doc_id, kl.version)).lines[kl.line - 1]  # type: ignore[arg-type]
+                by_path[kl.path].append(Finding(
+                    "field-conflict", Span.line(kl.line - 1, 0, len(text)),
+                    conflict.describe(),
+                    hint="Correct or revoke one of the sources; Grounding never picks a side.",
+                    related=others,
+                ))
+        now: set[str] = set()
+        for rel, findings in by_path.items():
+            uri = engine.evidence_uri(rel)
+            if not findings:
+                continue
+            lines = _file_lines(str(config.evidence_root / rel), fresh=True)
+            now.add(uri)
+            publish(uri, None, [lsp_diagnostic(f, lines, server.position_codec, engine.root_uri_of,
+                                               lines_of) for f in findings])
+        for uri in evidence_published - now:
+            publish(uri, None, [])
+        evidence_published.clear()
+        evidence_published.update(now)
+
+    @server.feature(
+        types.TEXT_DOCUMENT_DIAGNOSTIC,
+        types.DiagnosticOptions(identifier="grounding", inter_file_dependencies=True,
+                                workspace_diagnostics=False),
+    )
+    async def pull(ls: GroundingServer, params: types.DocumentDiagnosticParams) -> types.DocumentDiagnosticReport:
+        uri = params.text_document.uri
+        if not mode["pull"]:
+            return types.RelatedFullDocumentDiagnosticReport(items=[])
+        rel = engine.draft_rel(uri)
+        snapshot = state.snapshot(uri)
+        if rel is None or snapshot is None:
+            return types.RelatedFullDocumentDiagnosticReport(items=[])
+        await engine.indexed.wait()
+        result = engine.result_for(uri)
+        if (result is None or result.snapshot.version != snapshot.version
+                or result.snapshot.text != snapshot.text
+                or generation.get(uri) != engine.index_generation):
+            gen = engine.index_generation
+            result = await asyncio.to_thread(engine.check_snapshot, snapshot, rel)
+            generation[uri] = gen
+            if state.is_current(snapshot):
+                await engine.set_result(uri, result)
+        return types.RelatedFullDocumentDiagnosticReport(items=diagnostics_of(result))
+
+
+def _log_failure(task: asyncio.Task[None], uri: str) -> None:
+    if task.cancelled():
+        return
+    exc = task.exception()
+    if exc is not None:
+        logger.error("checking %s failed", uri, exc_info=exc)
+
+
+_FILE_CACHE_SIZE = 256
+
+
+@lru_cache(maxsize=_FILE_CACHE_SIZE)
+def _cached_lines(path: str, mtime_ns: int) -> tuple[str, ...]:
+    try:
+        data = open(path, "rb").read()
+    except OSError:
+        return ()
+    text = data.decode("utf-8", errors="replace")
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return tuple(split_lines(text))
+
+
+def _file_lines(path: str, fresh: bool = False) -> tuple[str, ...]:
+    """Lines of a file on disk (for converting related/evidence ranges), cached by mtime."""
+    import os
+
+    try:
+        mtime = os.stat(path).st_mtime_ns
+    except OSError:
+        return ()
+    return _cached_lines(path, mtime)
