@@ -49,7 +49,7 @@ class Config:
     strict: bool = False
     today: dt.date | None = None
     source: str = "defaults"
-    _specs: dict[str, pathspec.PathSpec] = field(default_factory=dict, compare=False, repr=False)
+    _specs: dict[str, pathspec.GitIgnoreSpec] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def evidence_root(self) -> Path:
@@ -82,7 +82,7 @@ class Config:
         """True if a ``/``-separated path relative to the workspace root is a draft."""
         return self._spec("drafts", self.drafts).match_file(rel_path)
 
-    def _spec(self, key: str, patterns: tuple[str, ...]) -> pathspec.PathSpec:
+    def _spec(self, key: str, patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
         spec = self._specs.get(key)
         if spec is None:
             spec = pathspec.GitIgnoreSpec.from_lines(patterns)

@@ -86,12 +86,13 @@ def rank_units(store: Store, state: IndexState, query: str, today: dt.date) -> l
     ranked: list[ContextUnit] = []
     seen: set[str] = set()
     by_doc: dict[str, list[ContextUnit]] = {}
-    for (doc_id, line), score in best.items():
+    for doc_id, line in best:
         units = by_doc.setdefault(doc_id, units_of(state, doc_id, today))
         for unit in units:
             if unit.start_line <= line <= unit.end_line and unit.id not in seen:
                 seen.add(unit.id)
-                top = max(s for (d, ln), s in best.items() if d == doc_id and unit.start_line <= ln <= unit.end_line)
+                top = max(s for (d, ln), s in best.items()
+                          if d == doc_id and unit.start_line <= ln <= unit.end_line)
                 ranked.append(ContextUnit(unit.doc_id, unit.version, unit.start_line, unit.end_line,
                                           unit.text, top))
     ranked.sort(key=lambda u: (-u.rank, u.doc_id, u.start_line))

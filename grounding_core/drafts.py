@@ -84,7 +84,8 @@ class Sentence:
 class ParsedDraft:
     """A draft read into claims (SPEC §5). ``fields`` pairs each required field with the
     span of its item in front matter (or the JSON value); ``uncited`` holds sentences with
-    no reference (for GR110)."""
+    no reference (for GR110).
+    """
 
     kind: str
     text: str
@@ -238,7 +239,7 @@ def parse_definition(line: str, line_no: int, label: str) -> Definition:
     def bad(message: str, hint: str = "", id_text: str = "") -> Definition:
         return Definition(label, line_no, span, id_text, None, None, None, message, hint)
 
-    shape = 'write it as [^%s]: DOC_ID@VERSION:LINE sha256:HASH "WHOLE LINE"' % label
+    shape = f'write it as [^{label}]: DOC_ID@VERSION:LINE sha256:HASH "WHOLE LINE"'
     if not rest.startswith(" ") or rest.startswith("  "):
         return bad(f"one space must follow '[^{label}]:'", shape)
     parts = rest[1:].split(" ", 2)
@@ -500,7 +501,8 @@ def parse_context_log(text: str) -> tuple[ContextUnitSpec, ...]:
         if not isinstance(unit, dict):
             raise ValueError(f"units[{i}] must be an object")
         doc_id, version = unit.get("doc_id"), unit.get("version")
-        if not isinstance(doc_id, str) or not doc_id or not _is_int(version) or version < 1:
+        if (not isinstance(doc_id, str) or not doc_id or not isinstance(version, int)
+                or isinstance(version, bool) or version < 1):
             raise ValueError(f"units[{i}] needs a doc_id (text) and a version (positive integer)")
         if "lines" in unit:
             lines = unit["lines"]
@@ -646,7 +648,7 @@ def _json_claim(draft: ParsedDraft, claim: Any, ptr: str, span_of: Any, malforme
                       f"id {claim['id']!r} disagrees with doc_id/version/line "
                       f"({claim['doc_id']}@{claim['version']}:{claim['line']})")
             ok = False
-    text = claim.get("text") if isinstance(claim.get("text"), str) else ""
+    text = claim["text"] if isinstance(claim.get("text"), str) else ""
     draft.claims.append(Claim(
         sentence=text, sentence_span=obj_span, citation_span=obj_span,
         citation=CitationRef(claim["doc_id"], claim["version"], claim["line"]) if ok else None,

@@ -43,7 +43,8 @@ class Event:
 @dataclass(frozen=True, slots=True)
 class VersionRecord:
     """The state of one (doc_id, version). ``previous_shas`` lists contents it held before
-    (a declared version whose content changed: ``version-reuse``)."""
+    (a declared version whose content changed: ``version-reuse``).
+    """
 
     doc_id: str
     version: int

@@ -285,12 +285,12 @@ class Store:
         pending = self._reconcile(chosen, rows, fresh, candidates, config)
         result.events = self._append(pending)
         state_after = self._state.apply(result.events)
-        for (doc_id, version), rel in chosen.items():
-            record = state_after.record(doc_id, version)
+        for (doc_id, declared), rel in chosen.items():
+            record = state_after.record(doc_id, declared) if declared is not None else None
             if record is not None and record.previous_shas and record.declared:
                 findings[rel].append(Finding(
                     "version-reuse", Span(0, 0, 0, 3),
-                    f"the content of {doc_id}@{version} changed but its declared version did not;"
+                    f"the content of {doc_id}@{declared} changed but its declared version did not;"
                     f" citations pinned to the old hash ({record.previous_shas[-1][:12]}) now fail",
                     hint="Raise 'version' in the front matter whenever the content changes.",
                 ))

@@ -12,11 +12,11 @@ import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .budget import output_tokens, render_answer_wire
 from .config import Config
 from .conflicts import GateResult, check_keys
 from .drafts import ContextSpec, ContextUnitSpec, ParsedDraft, parse_context_log
 from .evidence import EvidenceDocument, parse_field_line, split_marker
-from .budget import output_tokens, render_answer_wire
 from .model import FIRST_LINE, Claim, DraftReport, Edit, Finding, Location, Span, Status
 from .state import IndexState, VersionRecord
 from .text import describe_difference, has_letter_or_digit, normalize, normalize_value, split_lines
@@ -260,7 +260,8 @@ def _check_claim(
     newest = max(versions)
     if ref.version > newest:
         add("unknown-source", f"'{ref.doc_id}' has no version {ref.version}; the newest is {newest}",
-            hint=f"Cite {ref.doc_id}@{newest}.", at=claim.value_span("version") if claim.json_text is not None else None)
+            hint=f"Cite {ref.doc_id}@{newest}.",
+            at=claim.value_span("version") if claim.json_text is not None else None)
         return result
     record = versions.get(ref.version)
     current = versions[newest]
@@ -332,8 +333,9 @@ def _check_claim(
         expected_text = split_marker(quote)
         if claim.json_text != expected_text:
             supported = False
+            difference = describe_difference(expected_text, claim.json_text)
             add("quote-mismatch", "text is not the quote without its list marker"
-                + (f": {describe_difference(expected_text, claim.json_text)}" if describe_difference(expected_text, claim.json_text) else ""),
+                + (f": {difference}" if difference else ""),
                 hint=f"Set text to {expected_text!r}.", at=claim.value_span("text"))
         parsed = parse_field_line(quote, config.field_separators)
         expected_field = parsed.field if parsed else None
@@ -450,7 +452,8 @@ def _gate(draft: ParsedDraft, results: list[_ClaimResult], required: list[str],
             for r in results:
                 if r.field == conflict.field and r.line_text is not None:
                     findings.append(Finding("field-conflict", r.claim.citation_span, message, hint=hint,
-                                            related=related, citation=r.claim.citation.id if r.claim.citation else None))
+                                            related=related,
+                                            citation=r.claim.citation.id if r.claim.citation else None))
     return gate
 
 

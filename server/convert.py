@@ -52,7 +52,8 @@ def lsp_diagnostic(
     related_info: bool = True,
 ) -> types.Diagnostic:
     """One finding -> one diagnostic: ``code`` = GR code, ``source`` = grounding,
-    ``data`` = {name, citation, fix}; the hint follows the message on its own line."""
+    ``data`` = {name, citation, fix}; the hint follows the message on its own line.
+    """
     data: dict[str, Any] = {"name": finding.name}
     if finding.citation:
         data["citation"] = finding.citation

@@ -150,7 +150,7 @@ def _wanted(change: Any, path: str) -> bool:
 
 
 async def _watch(ls: GroundingServer, root: Path, stop: asyncio.Event) -> None:
-    """watchfiles loop; falls back to polling once if the OS watcher fails."""
+    """Watchfiles loop; falls back to polling once if the OS watcher fails."""
     from watchfiles import awatch
 
     engine = ls.state.engine
