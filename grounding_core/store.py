@@ -120,16 +120,16 @@ class Store:
     def __init__(self, path: str, settings: ParseSettings | None = None) -> None:
         self.path = path
         self._lock = threading.RLock()
-        if path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
         try:
+            if path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None,
                                          timeout=30)
             if path != ":memory:":
                 self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.executescript(SCHEMA)
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise IndexError_(f"cannot open the index {path}: {exc}") from exc
         self.cache = ParseCache(settings or ParseSettings())
         self._state = IndexState(cache=self.cache)

@@ -16,7 +16,7 @@ from .config import Config, load_config
 from .drafts import ContextSpec, ParsedDraft, draft_kind, parse_draft
 from .model import DraftReport, Finding, Span
 from .state import IndexState
-from .store import ProgressCallback, ScanResult, Store
+from .store import IndexError_, ProgressCallback, ScanResult, Store
 from .verify import CompileQuery, Visibility, check_draft
 
 SKIP_DIRS = (".git", ".grounding", "node_modules")
@@ -29,13 +29,26 @@ class Workspace:
     config: Config
     store: Store
 
+    warning: str | None = None
+    """Set when the workspace opened with a fallback (e.g. an in-memory index)."""
+
     @classmethod
     def open(cls, root: Path, **overrides: object) -> Workspace:
-        """Load configuration (raises ConfigError) and open the index (raises IndexError_)."""
+        """Load configuration (raises ConfigError) and open the index.
+
+        When the index file cannot be created or opened (a read-only checkout, a corrupt
+        file), the workspace falls back to an in-memory index and sets :attr:`warning`.
+        """
         config = load_config(root)
         if overrides:
             config = config.with_overrides(**overrides)
-        return cls(config, Store.for_config(config))
+        try:
+            return cls(config, Store.for_config(config))
+        except IndexError_ as exc:
+            memory = config.with_overrides(index=":memory:")
+            ws = cls(memory, Store.for_config(memory))
+            ws.warning = f"{exc}; using an in-memory index for this run"
+            return ws
 
     def scan(self, progress: ProgressCallback | None = None) -> ScanResult:
         return self.store.scan(self.config, progress)

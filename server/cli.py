@@ -118,6 +118,8 @@ def open_workspace(args: argparse.Namespace) -> Workspace:
     if args.today:
         overrides["today"] = args.today.isoformat()
     ws = Workspace.open(root, **overrides)
+    if ws.warning:
+        print(f"grounding: warning: {ws.warning}", file=sys.stderr)
     if not ws.config.evidence_root.is_dir():
         raise UsageError(f"evidence folder {ws.config.evidence_root} does not exist"
                          " (set 'evidence' in grounding.toml or pass --evidence)")
