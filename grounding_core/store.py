@@ -433,33 +433,45 @@ class Store:
         Each whitespace-separated term must occur (``any_term``: at least one term, ranked by
         how many of the query's trigrams a line holds, which suits CJK questions without
         spaces). Terms shorter than 3 code points cannot use the trigram index; when every
-        term is that short the search falls back to a substring scan (LIKE). ``rank`` is
+        term is that short the search falls back to a substring scan (``instr``). ``rank`` is
         bm25 (lower is better). Returns at most ``limit`` hits.
         """
         terms = [t for t in query.split() if t]
         if not terms:
             return []
         long_terms = [t for t in terms if len(t) >= 3]
+        short_terms = [t for t in terms if len(t) < 3]
+        rows: list[tuple[str, int, int, str, float]] = []
         with self._lock:
-            if long_terms and (any_term or len(long_terms) == len(terms)):
+            if long_terms and (any_term or not short_terms):
                 if any_term:
                     grams = sorted({t[i:i + 3] for t in long_terms for i in range(len(t) - 2)})
                     match = " OR ".join(_fts_string(g) for g in grams)
                 else:
                     match = " AND ".join(_fts_string(t) for t in long_terms)
-                rows = self._conn.execute(
+                rows.extend(self._conn.execute(
                     "SELECT doc_id, version, line, text, bm25(lines_fts) FROM lines_fts"
                     " WHERE lines_fts MATCH ? ORDER BY bm25(lines_fts), doc_id, line LIMIT ?",
                     (match, limit),
-                ).fetchall()
-            else:
+                ).fetchall())
+            if short_terms and (any_term or not long_terms):
+                # too short for trigrams: substring scan, ranked by how many terms a line holds
                 joiner = " OR " if any_term else " AND "
-                like = joiner.join("text LIKE ?" for _ in terms)
-                rows = self._conn.execute(
-                    f"SELECT doc_id, version, line, text, 0.0 FROM lines_fts WHERE {like}"
-                    " ORDER BY doc_id, line LIMIT ?",
-                    (*[f"%{t}%" for t in terms], limit),
-                ).fetchall()
+                # instr(), not LIKE: FTS5's trigram LIKE matches nothing below 3 characters
+                like = joiner.join("instr(text, ?) > 0" for _ in short_terms)
+                hits = " + ".join("(instr(text, ?) > 0)" for _ in short_terms)
+                patterns = list(short_terms)
+                rows.extend(self._conn.execute(
+                    f"SELECT doc_id, version, line, text, -1.0 * ({hits}) AS score FROM lines_fts"
+                    f" WHERE {like} ORDER BY score, doc_id, line LIMIT ?",
+                    (*patterns, *patterns, limit),
+                ).fetchall())
+        best: dict[tuple[str, int], tuple[str, int, int, str, float]] = {}
+        for row in rows:
+            key = (row[0], int(row[2]))
+            if key not in best or float(row[4]) < float(best[key][4]):
+                best[key] = row
+        rows = sorted(best.values(), key=lambda r: (float(r[4]), r[0], int(r[2])))[:limit]
         return [SearchHit(r[0], int(r[1]), int(r[2]), r[3], float(r[4])) for r in rows]
 
 
