@@ -14,10 +14,15 @@ from .text import LineIndex
 
 
 def apply_edits(text: str, edits: Iterable[Edit]) -> str:
-    """Apply non-overlapping edits to ``text`` (identical duplicates are applied once)."""
+    """Apply non-overlapping edits to ``text`` (identical duplicates are applied once).
+
+    Of edits that overlap, the one starting first wins; at the same start, the one given first
+    (a stable order, so ``--fix`` does the same thing on every run).
+    """
     index = LineIndex(text)
     chosen: list[tuple[int, int, str]] = []
-    for edit in sorted(set(edits), key=lambda e: (e.span.start_line, e.span.start_col)):
+    unique = dict.fromkeys(edits)  # dedupe, keeping the caller's order
+    for edit in sorted(unique, key=lambda e: (e.span.start_line, e.span.start_col)):
         start = index.offset(edit.span.start_line, edit.span.start_col)
         end = index.offset(edit.span.end_line, edit.span.end_col)
         if chosen and start < chosen[-1][1]:

@@ -369,11 +369,16 @@ def _check_claim(
 
 def _reanchor(claim: Claim, state: IndexState, current: VersionRecord,
               record: VersionRecord | None) -> Edit | None:
-    """A re-anchor edit when the cited line still exists verbatim in the current version."""
+    """A re-anchor edit when the cited line still exists verbatim in the current version.
+
+    The line looked for is the cited line of an older version (its text is kept, SPEC §4);
+    for a hash mismatch on the current version number (``version-reuse``) the old content is
+    gone, so it is the quote: the line now at that number may be a different fact.
+    """
     if claim.citation is None or claim.json_text is not None:
         return None
     wanted = claim.quote
-    if record is not None:
+    if record is not None and record.version < current.version:
         old_doc = state.document(record)
         if 0 < claim.citation.line <= len(old_doc.lines):
             wanted = old_doc.lines[claim.citation.line - 1]

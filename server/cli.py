@@ -195,7 +195,11 @@ def _draft_paths(ws: Workspace, paths: list[Path]) -> list[str] | None:
 
 
 def _apply_fixes(ws: Workspace, reports: list[DraftReport], state: Any) -> list[DraftReport]:
-    """Apply every finding's safe fix (quote replacement, re-anchor) and re-check (SPEC §10)."""
+    """Apply every finding's safe fix (quote replacement, re-anchor) and re-check (SPEC §10).
+
+    Spans are in the text :meth:`Workspace.check_file` saw, which has no BOM; a draft's BOM
+    is set aside while editing and written back. Line ends are kept as they are.
+    """
     from grounding_core.fixes import apply_edits
 
     out: list[DraftReport] = []
@@ -204,7 +208,8 @@ def _apply_fixes(ws: Workspace, reports: list[DraftReport], state: Any) -> list[
         if edits:
             path = ws.config.root / report.path
             text = path.read_bytes().decode("utf-8")
-            path.write_bytes(apply_edits(text, edits).encode("utf-8"))
+            bom = "\ufeff" if text.startswith("\ufeff") else ""
+            path.write_bytes((bom + apply_edits(text[len(bom):], edits)).encode("utf-8"))
             report = ws.check_file(report.path, state)
         out.append(report)
     return out

@@ -1,12 +1,14 @@
 """SARIF 2.1.0 output for ``grounding check --format sarif`` (SPEC §9).
 
 Rule ids are the GR codes; columns are Unicode code points (``columnKind``), 1-based, end
-exclusive, matching the JSON output.
+exclusive, matching the JSON output. Artifact URIs are the root-relative ``/``-paths,
+percent-encoded (RFC 3986), so paths with spaces or CJK names stay valid URI references.
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from grounding_core.model import RULES, DraftReport, Finding, Severity
 
@@ -48,6 +50,15 @@ def report(reports: list[DraftReport], evidence: dict[str, list[Finding]]) -> di
     }
 
 
+def artifact_uri(path: str) -> str:
+    """A root-relative ``/``-path as a relative URI reference (RFC 3986).
+
+    ``/`` is kept; everything else outside the unreserved set is percent-encoded as UTF-8
+    (``答 案.md`` -> ``%E7%AD%94%20%E6%A1%88.md``), so a ``:`` is never read as a scheme.
+    """
+    return quote(path, safe="/")
+
+
 def _result(path: str, f: Finding, index: int) -> dict[str, Any]:
     region = {
         "startLine": f.span.start_line + 1, "startColumn": f.span.start_col + 1,
@@ -57,11 +68,12 @@ def _result(path: str, f: Finding, index: int) -> dict[str, Any]:
     out: dict[str, Any] = {
         "ruleId": f.code, "ruleIndex": index, "level": LEVELS[f.effective_severity],
         "message": {"text": text},
-        "locations": [{"physicalLocation": {"artifactLocation": {"uri": path}, "region": region}}],
+        "locations": [{"physicalLocation": {
+            "artifactLocation": {"uri": artifact_uri(path)}, "region": region}}],
     }
     if f.related:
         out["relatedLocations"] = [
-            {"id": i, "physicalLocation": {"artifactLocation": {"uri": r.path},
+            {"id": i, "physicalLocation": {"artifactLocation": {"uri": artifact_uri(r.path)},
                                            "region": {"startLine": r.line}},
              **({"message": {"text": r.message}} if r.message else {})}
             for i, r in enumerate(f.related)]
