@@ -40,6 +40,8 @@ UNIT_RE = re.compile(
     r"(?P<doc_id>[^\s@:\[\]\"]+)@(?P<version>[1-9][0-9]*)(?::(?P<start>[1-9][0-9]*)(?:-(?P<end>[1-9][0-9]*))?)?"
 )
 REF_RE = re.compile(r"\[\^([^\]\s]+)\]")
+CODE_SPAN_RE = re.compile(r"(?<!`)(`+)(?!`).*?(?<!`)\1(?!`)")
+"""A CommonMark code span on one line: a backtick run closed by a run of the same length."""
 SENTENCE_END = "。！？!?"
 STATUSES = ("answered", "partial", "abstain", "conflict")
 CLAIM_KEYS = ("text", "quote", "id", "doc_id", "version", "line", "sha256", "field")
@@ -304,8 +306,16 @@ def _sentences(inline: Token, lines: list[str], defined: set[str]) -> Iterator[S
         if col < 0:
             col = len(raw) - len(raw.lstrip())
         refs: list[tuple[str, int, int]] = []
+        code = [(c.start(), c.end()) for c in CODE_SPAN_RE.finditer(raw)]
         for m in REF_RE.finditer(raw, col):
-            if expected and m[1] == expected[0] and (m.start() == 0 or raw[m.start() - 1] != "\\"):
+            if any(a <= m.start() < b for a, b in code):
+                continue  # `[^x]` inside a code span is code, never a reference
+            if m.start() > 0 and raw[m.start() - 1] == "\\":
+                # ``\[^x]`` is literal text "[^x]"; _expected_refs listed it when x is undefined
+                if expected and m[1] == expected[0] and m[1] not in defined:
+                    expected.pop(0)
+                continue
+            if expected and m[1] == expected[0]:
                 expected.pop(0)
                 refs.append((m[1], m.start(), m.end()))
         yield from _split_line(raw, line_no, col, refs)

@@ -157,6 +157,22 @@ def test_bad_draft_front_matter_is_malformed_citation_on_line_one(ws: Workspace)
     assert "context-undeclared" in names(report)
 
 
+def test_escaped_reference_is_text_and_does_not_swallow_the_next_one(ws: Workspace) -> None:
+    text = md("活动\\[^9]时间是周四16:30[^1]。", "", VALID)
+    report = check(ws, "answers/a.md", text)
+    assert report.findings == []
+    assert report.status is Status.ANSWERED
+    assert [c.label for c in report.claims] == ["1"]
+
+
+def test_reference_inside_a_code_span_is_code_not_a_citation(ws: Workspace) -> None:
+    text = md("用`[^1]`表示脚注。活动时间是周四16:30[^1]。", "", VALID)
+    report = check(ws, "answers/a.md", text)
+    assert report.findings == []
+    assert [c.sentence for c in report.claims] == ["活动时间是周四16:30[^1]。"]
+    assert report.claims[0].sentence_span.start_col == len("用`[^1]`表示脚注。")
+
+
 # -- GR102 unknown-source ------------------------------------------------------------------------
 
 
@@ -633,6 +649,40 @@ def test_json_missing_field_covers_the_fields_item(ws: Workspace) -> None:
     assert report.status is Status.PARTIAL
     # the second "地点" is the fields item (the first is in missing_fields)
     assert pos(only(report, "missing-field")) == at(text, '"地点"', nth=1)
+
+
+def test_json_claim_level_finding_covers_the_claim_object(ws: Workspace) -> None:
+    text = json_draft(status="abstain", fields=None, context={"units": ["schedule@2:1-6"]})
+    report = check(ws, "answers/a.answer.json", text)
+    finding = only(report, "invisible-source")
+    lines = text.split("\n")
+    first = next(i for i, line in enumerate(lines) if line == "    {")
+    last = next(i for i, line in enumerate(lines) if line == "    }")
+    assert pos(finding) == (first + 1, 5, last + 1, 6)
+    assert report.status is Status.ABSTAIN
+
+
+def test_block_style_fields_items_are_located_on_their_own_lines(ws: Workspace) -> None:
+    text = "\r\n".join(["---", "question: 问", "fields:", "  - 活动时间", '  - "地点"',
+                       "  - 报名截止时间", "---", "还不知道。", ""])
+    report = check(ws, "answers/a.md", text)
+    assert [pos(f) for f in findings_named(report.findings, "missing-field")] == [
+        (4, 5, 4, 9), (5, 5, 5, 9), (6, 5, 6, 11)]
+
+
+def test_stale_citation_to_an_indexed_old_version_still_checks_hash_and_quote(
+        make_workspace: MakeWorkspace) -> None:
+    v2 = "---\ndoc_id: s\nversion: 2\n---\n- 活动时间：周四16:30\n"
+    ws = make_workspace({"evidence/s.md": v2})
+    write_files(ws.config.root, {"evidence/s.md": v2.replace("version: 2", "version: 3")})
+    ws.scan()
+    good = f'[^1]: s@2:5 sha256:{sha256(v2)[:12]} "- 活动时间：周四16:30"'
+    base = md("活动时间是周四16:30[^1]。", "", good, context=None)
+    assert errors(check(ws, "answers/a.md", base)) == ["stale-citation"]
+    wrong_hash = base.replace(sha256(v2)[:12], "0" * 12)
+    assert sorted(errors(check(ws, "answers/a.md", wrong_hash))) == ["hash-mismatch", "stale-citation"]
+    wrong_quote = base.replace('16:30"', '16:31"')
+    assert sorted(errors(check(ws, "answers/a.md", wrong_quote))) == ["quote-mismatch", "stale-citation"]
 
 
 # -- every SPEC §7 draft code is produced ---------------------------------------------------------

@@ -139,6 +139,22 @@ def test_check_paths_limit_the_drafts(capsys: pytest.CaptureFixture[str], root: 
     assert len(out["drafts"]) == 3
 
 
+def test_default_drafts_follow_the_globs_and_never_include_evidence(
+        capsys: pytest.CaptureFixture[str], root: Path) -> None:
+    write_files(root, {
+        "evidence/faq.answer.md": "- 问题：这是证据\n",        # matches a draft glob, is evidence
+        "answers/深/层/草稿.md": "还没写。\n",                 # answers/**/*.md
+        "其他/问答.answer.md": "还没写。\n",                   # **/*.answer.md
+        ".grounding/old.answer.md": "不检查。\n",
+        ".git/x.answer.md": "不检查。\n",
+    })
+    _, out = check_json(capsys, root)
+    assert [d["path"] for d in out["drafts"]] == sorted([
+        "answers/ok.md", "answers/typo.md", "answers/开放日 答案.answer.json",
+        "answers/深/层/草稿.md", "其他/问答.answer.md"])
+    assert "evidence/faq.answer.md" in {e["path"] for e in out["evidence"]}
+
+
 # -- exit status -------------------------------------------------------------------------------------
 
 

@@ -429,6 +429,19 @@ def test_duplicate_doc_id_without_versions_reports_both_and_indexes_the_first(
     assert [(v, r.path) for v, r in scan.state.versions("dup").items()] == [(1, "a.md")]
 
 
+def test_duplicate_doc_id_keeps_the_path_first_by_code_point(make_workspace: MakeWorkspace) -> None:
+    # by code point 乙 (U+4E59) < 甲 (U+7532) and "B" < "a", whatever a locale would say
+    ws = make_workspace({
+        "evidence/甲.md": "---\ndoc_id: 通知\n---\n- 地点：甲\n",
+        "evidence/乙.md": "---\ndoc_id: 通知\n---\n- 地点：乙\n",
+        "evidence/a.md": "---\ndoc_id: case\n---\n- 地点：a\n",
+        "evidence/B.md": "---\ndoc_id: case\n---\n- 地点：B\n",
+    })
+    state = ws.store.state
+    assert [r.path for r in state.versions("通知").values()] == ["乙.md"]
+    assert [r.path for r in state.versions("case").values()] == ["B.md"]
+
+
 def test_duplicate_doc_id_when_one_file_declares_no_version(make_workspace: MakeWorkspace) -> None:
     ws = make_workspace({
         "evidence/x/1.md": "---\ndoc_id: dup\nversion: 1\n---\n- 地点：一楼\n",
