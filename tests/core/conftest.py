@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import CASES, EXAMPLE_EVIDENCE, MakeWorkspace, sha256, write_files
+from support import CASES, EXAMPLE_EVIDENCE, MakeWorkspace, fixture_fingerprints, write_files
 
 from grounding_core.workspace import Workspace
 
@@ -40,22 +40,12 @@ def make_workspace(tmp_path: Path) -> Iterator[MakeWorkspace]:
         ws.store.close()
 
 
-def _fingerprints() -> dict[str, str]:
-    out: dict[str, str] = {}
-    for base in (CASES, EXAMPLE_EVIDENCE):
-        if base.is_dir():
-            for path in sorted(base.rglob("*")):
-                if path.is_file():
-                    out[str(path)] = sha256(path.read_bytes())
-    return out
-
-
 @pytest.fixture(scope="session", autouse=True)
 def evidence_fixtures_are_never_written() -> Iterator[None]:
     """SPEC §4: no test, and nothing the product does, changes a shared evidence fixture."""
-    before = _fingerprints()
+    before = fixture_fingerprints()
     assert before, f"no fixtures found under {CASES} or {EXAMPLE_EVIDENCE}"
     yield
-    after = _fingerprints()
+    after = fixture_fingerprints()
     changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
     assert not changed, f"evidence fixtures changed during the session: {changed}"

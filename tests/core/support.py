@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -32,11 +33,19 @@ def sha256(data: bytes | str) -> str:
 
 
 def write_files(root: Path, files: dict[str, str | bytes]) -> None:
-    """Write each file byte-exactly (no newline translation) under ``root``."""
+    """Write each file byte-exactly (no newline translation) under ``root``.
+
+    Rewriting an existing file always moves its mtime forward: the index re-reads a file
+    only when its size or mtime changed (SPEC §4), and two same-size writes within one
+    file-system clock tick would otherwise look untouched.
+    """
     for rel, content in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
+        before = path.stat().st_mtime_ns if path.exists() else None
         path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+        if before is not None and path.stat().st_mtime_ns <= before:
+            os.utime(path, ns=(before + 1_000_000, before + 1_000_000))
 
 
 class MakeWorkspace(Protocol):
@@ -82,3 +91,14 @@ def pos(finding: Finding) -> tuple[int, int, int, int]:
 def json_answer(**top: Any) -> str:
     """A JSON answer, non-ASCII kept, indented so every claim key sits on its own line."""
     return json.dumps(top, ensure_ascii=False, indent=2)
+
+
+def fixture_fingerprints() -> dict[str, str]:
+    """sha256 of every file under ``../shared/cases`` and ``examples/evidence``, by path."""
+    out: dict[str, str] = {}
+    for base in (CASES, EXAMPLE_EVIDENCE):
+        if base.is_dir():
+            for path in sorted(base.rglob("*")):
+                if path.is_file():
+                    out[str(path)] = sha256(path.read_bytes())
+    return out

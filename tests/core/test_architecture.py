@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import REPO
+from support import CASES, EXAMPLE_EVIDENCE, REPO, fixture_fingerprints, sha256
 
 CORE = REPO / "grounding_core"
 FORBIDDEN = ("pygls", "lsprotocol", "asyncio", "server")
@@ -66,3 +66,11 @@ def test_importing_the_whole_core_loads_no_lsp_or_event_loop() -> None:
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_the_evidence_guard_fingerprints_every_shared_fixture_byte_exactly() -> None:
+    prints = fixture_fingerprints()
+    schedule = CASES / "time-current" / "evidence" / "schedule.md"
+    assert prints[str(schedule)] == sha256(schedule.read_bytes())
+    assert any(p.startswith(str(EXAMPLE_EVIDENCE)) for p in prints)
+    assert len([p for p in prints if p.endswith("expect.json")]) == 6

@@ -511,3 +511,26 @@ def test_parse_evidence_is_pure_and_raises_named_errors() -> None:
     with pytest.raises(EvidenceError) as info:
         parse_evidence("bad.md", b"\xff")
     assert info.value.name == "unreadable-evidence"
+
+
+def test_scanning_and_checking_never_write_evidence(make_workspace: MakeWorkspace) -> None:
+    files: dict[str, str | bytes] = {
+        "evidence/schedule.md": schedule(2), "evidence/bad.md": b"\xff\n",
+        "evidence/fm.md": "---\ndoc_id: a@b\n---\n", "evidence/bom.md": "\ufeff- 费用：免费\r\n",
+    }
+    ws = make_workspace(files, scan=False)
+    root = ws.config.evidence_root
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
+    ws.scan()
+    ws.scan()
+    check(ws, "answers/a.md", citation_draft("schedule", 2, 5, schedule(2), "- 活动时间：周四16:31"))
+    after = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
+    assert after == before
+
+
+def test_unreadable_draft_is_one_malformed_citation_on_line_one(make_workspace: MakeWorkspace) -> None:
+    ws = make_workspace({"evidence/schedule.md": schedule(2), "answers/gbk.md": "活动时间".encode("gbk")})
+    report = ws.check_file("answers/gbk.md")
+    assert names(report) == ["malformed-citation"]
+    assert pos(report.findings[0])[:2] == (1, 1)
+    assert report.status is Status.ABSTAIN
