@@ -1,0 +1,427 @@
+// Drives code-server (VS Code 1.100) in headless Chromium and checks the Grounding extension
+// the way a writer would see it. Started by run.sh, which passes everything through E2E_* env.
+//
+// Checks (each reported PASS/FAIL; exit status 1 if any failed):
+//   activation   the extension's status bar item / output appears once the workspace is trusted
+//   problems     the Problems panel lists every expected GR code for the draft
+//   hover        hovering a stale citation shows the cited source line's text
+//   quickfix     Ctrl+. on a stale citation offers "Re-anchor"; applying it removes that error
+//   statusbar    the status bar shows the draft's status (answered/partial/abstain/conflict)
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { chromium } from 'playwright-core';
+
+const env = process.env;
+const URL_BASE = env.E2E_URL ?? 'http://127.0.0.1:18765';
+const WORKSPACE = path.resolve(env.E2E_WORKSPACE ?? 'examples');
+const EXPECT_CODES = (env.E2E_EXPECT_CODES ?? 'GR104').split(/[ ,]+/).filter(Boolean);
+const TIMEOUT = Number(env.E2E_TIMEOUT ?? '90') * 1000;
+const SHOTS = env.E2E_SCREENSHOTS ?? path.resolve('screenshots');
+const PROFILE = env.E2E_CHROMIUM_PROFILE ?? fs.mkdtempSync('/tmp/e2e-chromium-');
+const GROUNDING = env.E2E_GROUNDING ?? 'grounding';
+const STATUSES = ['answered', 'partial', 'abstain', 'conflict'];
+
+const t0 = Date.now();
+const log = (msg) => console.log(`[e2e.mjs ${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s] ${msg}`);
+const results = [];
+function record(name, ok, detail) {
+  results.push({ name, ok, detail });
+  log(`${ok ? 'PASS' : 'FAIL'} ${name}: ${detail}`);
+}
+
+let shotIndex = 0;
+async function shot(page, name) {
+  shotIndex += 1;
+  const file = path.join(SHOTS, `${String(shotIndex).padStart(2, '0')}-${name}.png`);
+  try {
+    await page.screenshot({ path: file });
+    log(`screenshot ${path.relative(process.cwd(), file)}`);
+  } catch (error) {
+    log(`screenshot ${name} failed: ${error.message}`);
+  }
+}
+
+/** The draft to open: E2E_DRAFT if it exists, else one with a GR104 finding, else answers/*stale*.md. */
+function discoverDraft() {
+  const wanted = env.E2E_DRAFT ?? 'answers/stale.md';
+  if (fs.existsSync(path.join(WORKSPACE, wanted))) {
+    return wanted;
+  }
+  log(`${wanted} does not exist in ${WORKSPACE}: looking for a draft with a stale citation`);
+  const run = spawnSync(GROUNDING, ['check', '--root', WORKSPACE, '--format', 'json'], {
+    cwd: WORKSPACE,
+    encoding: 'utf8',
+    timeout: 120000,
+  });
+  try {
+    const report = JSON.parse(run.stdout);
+    for (const draft of report.drafts ?? []) {
+      if ((draft.diagnostics ?? []).some((d) => d.code === 'GR104')) {
+        log(`grounding check found GR104 in ${draft.path}`);
+        return draft.path;
+      }
+    }
+  } catch {
+    log(`grounding check --format json gave no report (exit ${run.status}): ${(run.stderr ?? '').slice(0, 300)}`);
+  }
+  const answers = path.join(WORKSPACE, 'answers');
+  const stale = fs.existsSync(answers) ? fs.readdirSync(answers).filter((f) => /stale.*\.md$/.test(f)).sort() : [];
+  if (stale.length > 0) {
+    return `answers/${stale[0]}`;
+  }
+  throw new Error(`no draft with a stale citation found in ${WORKSPACE}`);
+}
+
+/** What the CLI says about the draft (expected status), or undefined when it cannot tell. */
+function cliReport(draft) {
+  const run = spawnSync(GROUNDING, ['check', '--root', WORKSPACE, '--format', 'json', draft], {
+    cwd: WORKSPACE,
+    encoding: 'utf8',
+    timeout: 120000,
+  });
+  try {
+    const report = JSON.parse(run.stdout);
+    return (report.drafts ?? []).find((d) => d.path === draft) ?? report.drafts?.[0];
+  } catch {
+    return undefined;
+  }
+}
+
+async function waitFor(what, fn, timeout = TIMEOUT, interval = 500) {
+  const end = Date.now() + timeout;
+  let last;
+  while (Date.now() < end) {
+    last = await fn();
+    if (last) {
+      return last;
+    }
+    await new Promise((r) => setTimeout(r, interval));
+  }
+  throw new Error(`timed out after ${timeout / 1000}s waiting for ${what}`);
+}
+
+/** Opens a file through Quick Open (Ctrl+P) and waits for its tab. */
+async function openFile(page, relPath) {
+  await page.keyboard.press('Control+P');
+  const input = page.locator('.quick-input-widget input');
+  await input.waitFor({ state: 'visible', timeout: 10000 });
+  await input.fill(relPath);
+  const base = path.basename(relPath);
+  await page
+    .locator('.quick-input-list .monaco-list-row', { hasText: base })
+    .first()
+    .waitFor({ state: 'visible', timeout: 20000 });
+  await page.keyboard.press('Enter');
+  await page.locator(`.tabs-container .tab[aria-label^="${base}"]`).first().waitFor({ timeout: 20000 });
+  await page.locator('.editor-instance .monaco-editor .view-lines').first().waitFor({ timeout: 20000 });
+}
+
+/** Moves the cursor with Go to Line/Column (Ctrl+G), 1-based. */
+async function gotoPosition(page, line, column) {
+  await page.locator('.editor-instance .monaco-editor .view-lines').first().click();
+  await page.keyboard.press('Control+G');
+  const input = page.locator('.quick-input-widget input');
+  await input.waitFor({ state: 'visible', timeout: 10000 });
+  // Ctrl+G opens Quick Open with the ':' (go to line) prefix already typed.
+  await input.fill(`:${line}:${column}`);
+  await page.waitForTimeout(200);
+  await page.keyboard.press('Enter');
+  await page.waitForTimeout(300);
+}
+
+/**
+ * Rows of the Problems panel (opening it if needed), each with the file it is listed under:
+ * [{file: "answers/x.md" | null, code: "GR104" | null, line, column, text}]. Related-information
+ * rows have code null.
+ */
+async function problems(page) {
+  const panel = page.locator('.markers-panel');
+  if (!(await panel.isVisible().catch(() => false))) {
+    await page.keyboard.press('Control+Shift+M');
+    await panel.waitFor({ state: 'visible', timeout: 10000 });
+  }
+  return page.evaluate(() => {
+    const rows = [...document.querySelectorAll('.markers-panel .monaco-list-row')];
+    let file = null;
+    const out = [];
+    for (const row of rows) {
+      const label = row.getAttribute('aria-label') ?? '';
+      const text = (row.textContent ?? '').trim();
+      const header = /problems? in file (.+?) of folder (.+)$/.exec(label);
+      if (header) {
+        file = `${header[2]}/${header[1]}`;
+        continue;
+      }
+      const header2 = /problems? in file (.+)$/.exec(label);
+      if (header2) {
+        file = header2[1];
+        continue;
+      }
+      const code = /\(?(GR\d{3})\)?/.exec(text)?.[1] ?? null;
+      const pos = /\[Ln (\d+), Col (\d+)\]/.exec(text);
+      out.push({
+        file,
+        code,
+        line: pos ? Number(pos[1]) : null,
+        column: pos ? Number(pos[2]) : null,
+        text: `${label} || ${text}`.slice(0, 300),
+      });
+    }
+    return out;
+  });
+}
+
+/** Citation definition lines of the draft: [{line (1-based), column of the id, id, quote}]. */
+function citations(text) {
+  const out = [];
+  text.split(/\r\n|\r|\n/).forEach((lineText, i) => {
+    const m = /^\[\^([^\]]+)\]: (\S+) sha256:[0-9a-f]+ "(.*)"\s*$/.exec(lineText);
+    if (m) {
+      out.push({ line: i + 1, column: lineText.indexOf(m[2]) + 1, label: m[1], id: m[2], quote: m[3] });
+    }
+  });
+  return out;
+}
+
+/** The Grounding status bar item whose accessible label starts with `prefix`, or null. */
+async function statusBarItem(page, prefix = 'Grounding') {
+  return page.evaluate((p) => {
+    const el = [...document.querySelectorAll('.statusbar-item [aria-label], .statusbar-item[aria-label]')].find((e) =>
+      (e.getAttribute('aria-label') ?? '').startsWith(p),
+    );
+    if (!el) {
+      return null;
+    }
+    return { label: el.getAttribute('aria-label') ?? '', text: (el.textContent ?? '').trim() };
+  }, prefix);
+}
+
+async function main() {
+  const draft = discoverDraft();
+  const draftText = fs.readFileSync(path.join(WORKSPACE, draft), 'utf8');
+  const cites = citations(draftText);
+  const expected = cliReport(draft);
+  log(`workspace ${WORKSPACE}`);
+  log(`draft ${draft}: ${cites.length} citation definitions; CLI status: ${expected?.status ?? 'unknown'}`);
+  fs.mkdirSync(SHOTS, { recursive: true });
+
+  const context = await chromium.launchPersistentContext(PROFILE, {
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    viewport: { width: 1600, height: 1000 },
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+  const page = context.pages()[0] ?? (await context.newPage());
+  page.on('pageerror', (error) => log(`page error: ${error.message}`));
+  try {
+    // --- open the folder
+    const url = `${URL_BASE}/?folder=${encodeURIComponent(WORKSPACE)}`;
+    log(`opening ${url}`);
+    await page.goto(url, { waitUntil: 'domcontentloaded', timeout: 60000 });
+    await page.locator('.monaco-workbench').waitFor({ timeout: 60000 });
+    await page.locator('.statusbar').waitFor({ timeout: 60000 });
+    log(`workbench loaded: ${await page.title()}`);
+    await shot(page, 'workbench');
+
+    // --- restricted mode: before trust is granted the server must not start, and the user is told
+    const trustButton = page.getByRole('button', { name: /Yes, I trust the authors/i });
+    let dialog = false;
+    try {
+      await trustButton.waitFor({ state: 'visible', timeout: 30000 });
+      dialog = true;
+    } catch {
+      log('no trust dialog appeared (workspace already trusted?)');
+    }
+    if (dialog) {
+      try {
+        const item = await waitFor(
+          'the restricted-mode status bar item',
+          async () => (await statusBarItem(page, 'Grounding: restricted')) ?? null,
+          20000,
+        );
+        record('untrusted', true, `before trust: "${item.text}" (${item.label})`);
+      } catch (error) {
+        record('untrusted', false, error.message);
+      }
+      await shot(page, 'trust-dialog');
+      // --- trust the workspace (the startup prompt is a modal dialog)
+      await trustButton.click();
+      log('workspace trusted');
+      await page.waitForTimeout(1000);
+      await shot(page, 'trusted');
+    }
+
+    // --- open the draft
+    await openFile(page, draft);
+    log(`opened ${draft}`);
+    await shot(page, 'draft-open');
+
+    // --- activation: the status bar item appears for a draft once the extension is active
+    try {
+      const item = await waitFor('the Grounding status bar item', () => statusBarItem(page), 30000);
+      record('activation', true, `status bar item "${item.text}" (${item.label})`);
+    } catch (error) {
+      record('activation', false, error.message);
+    }
+
+    // --- Problems panel: the draft's rows must carry every expected code
+    const ofDraft = (r) => r.file === draft || (r.file !== null && r.file.endsWith(`/${path.basename(draft)}`));
+    let rows = [];
+    try {
+      rows = await waitFor(`Problems to list ${EXPECT_CODES.join(', ')} for ${draft}`, async () => {
+        const r = (await problems(page)).filter(ofDraft);
+        const codes = new Set(r.map((x) => x.code));
+        return EXPECT_CODES.every((c) => codes.has(c)) ? r : null;
+      });
+      const listed = rows.filter((r) => r.code !== null).map((r) => `${r.code}@${r.line}:${r.column}`);
+      record('problems', true, `${draft}: ${listed.join(', ')}`);
+    } catch (error) {
+      const all = await problems(page).catch(() => []);
+      rows = all.filter(ofDraft);
+      const seen = all.filter((r) => r.code !== null).map((r) => `${r.file}:${r.code}`);
+      record('problems', false, `${error.message}; the panel lists: ${JSON.stringify(seen)}`);
+    }
+    await shot(page, 'problems');
+
+    // --- status bar: the draft's status, as the CLI computes it when the CLI can tell
+    const want = STATUSES.includes(expected?.status) ? [expected.status] : STATUSES;
+    try {
+      const item = await waitFor(
+        `the status bar to show ${want.join('|')}`,
+        async () => {
+          const it = await statusBarItem(page, 'Grounding status:');
+          return it && want.some((s) => it.label.includes(`status: ${s},`)) ? it : null;
+        },
+        30000,
+      );
+      record('statusbar', true, `"${item.text}" (${item.label})`);
+    } catch (error) {
+      const item = await statusBarItem(page).catch(() => null);
+      record('statusbar', false, `${error.message}; item: ${JSON.stringify(item)}`);
+    }
+    await shot(page, 'statusbar');
+
+    // --- hover on a stale citation
+    const staleLines = new Set(rows.filter((r) => r.code === 'GR104').map((r) => r.line));
+    const staleCites = cites.filter((c) => staleLines.size === 0 || staleLines.has(c.line));
+    const hoverTarget = staleCites[0] ?? cites[0];
+    if (hoverTarget === undefined) {
+      record('hover', false, 'the draft has no citation definition line');
+    } else {
+      try {
+        await gotoPosition(page, hoverTarget.line, hoverTarget.column + 1);
+        await page.keyboard.press('Control+K');
+        await page.keyboard.press('Control+I');
+        const sourceText = hoverTarget.quote.replace(/^[-*+] /, '');
+        const hover = await waitFor(
+          'a hover with the source line',
+          async () => {
+            const texts = await page.locator('.monaco-hover:visible').allTextContents().catch(() => []);
+            const text = texts.join('\n');
+            return text.includes(sourceText) ? text : null;
+          },
+          20000,
+        );
+        record('hover', true, `hover on ${hoverTarget.id} shows "${sourceText}" (${hover.length} chars)`);
+      } catch (error) {
+        const texts = await page.locator('.monaco-hover:visible').allTextContents().catch(() => []);
+        record('hover', false, `${error.message}; hover text: ${JSON.stringify(texts.join(' | ').slice(0, 300))}`);
+      }
+      await shot(page, 'hover');
+      await page.keyboard.press('Escape');
+    }
+
+    // --- quick fix "Re-anchor" on a stale citation that can be re-anchored
+    const staleOn = async (line) =>
+      (await problems(page)).filter((r) => ofDraft(r) && r.code === 'GR104' && r.line === line).length;
+    const editorLine = async (label) =>
+      (await page.locator('.editor-instance .monaco-editor .view-line').allTextContents())
+        .map((l) => l.replace(/\u00a0/g, ' '))
+        .find((l) => l.startsWith(`[^${label}]:`)) ?? '';
+    let fixed = false;
+    const tried = [];
+    for (const cite of staleCites) {
+      const before = await staleOn(cite.line);
+      await gotoPosition(page, cite.line, cite.column + 1);
+      await page.keyboard.press('Control+.');
+      const menu = page.locator('.action-widget');
+      try {
+        await menu.waitFor({ state: 'visible', timeout: 10000 });
+        await page.waitForTimeout(500);
+      } catch {
+        tried.push(`${cite.id}: no code action menu`);
+        continue;
+      }
+      // Headers ("Quick Fix") are not focusable; the arrow keys move over the actions only.
+      const actions = await menu.evaluate((el) =>
+        [...el.querySelectorAll('.monaco-list-row')]
+          .filter((row) => !row.classList.contains('group-header') && !row.classList.contains('separator'))
+          .map((row) => (row.textContent ?? '').trim()),
+      );
+      tried.push(`${cite.id}: ${JSON.stringify(actions)}`);
+      const index = actions.findIndex((a) => /re-?anchor/i.test(a));
+      if (index < 0) {
+        await page.keyboard.press('Escape');
+        continue;
+      }
+      await shot(page, 'quickfix-menu');
+      for (let i = 0; i < index; i++) {
+        await page.keyboard.press('ArrowDown');
+      }
+      await page.keyboard.press('Enter');
+      fixed = true;
+      try {
+        const after = await waitFor(
+          `the citation on line ${cite.line} to change`,
+          async () => {
+            const text = await editorLine(cite.label);
+            return text !== '' && !text.includes(cite.id) ? text : null;
+          },
+          15000,
+        );
+        if (before === 0) {
+          record('quickfix', false, `"${actions[index]}" rewrote line ${cite.line} to: ${after}; but the Problems panel had no GR104 on that line before the fix, so its removal is unproven`);
+        } else {
+          await waitFor(`the GR104 on line ${cite.line} to go away`, async () => (await staleOn(cite.line)) === 0, 30000);
+          record('quickfix', true, `"${actions[index]}" on ${cite.id}: the GR104 on line ${cite.line} is gone; the line now reads: ${after}`);
+        }
+      } catch (error) {
+        record('quickfix', false, `applied "${actions[index]}" on ${cite.id}: ${error.message}; line now: ${await editorLine(cite.label)}`);
+      }
+      await shot(page, 'after-quickfix');
+      break;
+    }
+    if (!fixed) {
+      record('quickfix', false, `no "Re-anchor" code action on any stale citation; menus: ${tried.join('; ') || 'none tried'}`);
+      await shot(page, 'no-quickfix');
+    }
+
+    const finalItem = await statusBarItem(page, 'Grounding status:').catch(() => null);
+    log(`status bar after the fix: ${finalItem ? `"${finalItem.text}"` : 'none'}`);
+  } catch (error) {
+    record('harness', false, error.stack ?? String(error));
+    await shot(page, 'failure');
+  } finally {
+    await context.close();
+  }
+
+  const failed = results.filter((r) => !r.ok);
+  console.log('');
+  for (const r of results) {
+    console.log(`${r.ok ? 'PASS' : 'FAIL'}  ${r.name.padEnd(11)} ${r.detail}`);
+  }
+  console.log(`e2e: ${results.length - failed.length} passed, ${failed.length} failed`);
+  process.exit(failed.length === 0 ? 0 : 1);
+}
+
+await main();

@@ -1,0 +1,316 @@
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import type { LanguageClient, WorkspaceEdit } from 'vscode-languageclient/node';
+import { ExecuteCommandRequest } from 'vscode-languageclient/node';
+
+/** Commands that the extension contributes and forwards to the server under the same name. */
+export const SERVER_COMMANDS = [
+  'grounding.reindex',
+  'grounding.showConflicts',
+  'grounding.insertCitation',
+  'grounding.draftAnswer',
+  'grounding.fixAll',
+] as const;
+
+/** One source of a conflicting value, as the server reports it. */
+interface ConflictValue {
+  value: string;
+  doc_id: string;
+  version: number;
+  line: number;
+  path: string;
+}
+
+interface Conflict {
+  subject: string | null;
+  field: string;
+  values: ConflictValue[];
+}
+
+/** What the commands need from the extension. */
+export interface CommandHost {
+  /** The running client, or undefined after telling the user why there is none. */
+  readyClient(): Promise<LanguageClient | undefined>;
+  isDraft(document: vscode.TextDocument): boolean;
+  workspaceRoot(): vscode.Uri | undefined;
+  log(message: string): void;
+  restart(): void;
+}
+
+async function execute(host: CommandHost, command: string, args: unknown[]): Promise<unknown> {
+  const client = await host.readyClient();
+  if (client === undefined) {
+    return undefined;
+  }
+  host.log(`executeCommand ${command} ${JSON.stringify(args)}`);
+  try {
+    return await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    host.log(`executeCommand ${command} failed: ${message}`);
+    void vscode.window.showErrorMessage(`Grounding: ${command} failed: ${message}`);
+    return undefined;
+  }
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function looksLikeWorkspaceEdit(value: unknown): boolean {
+  return isObject(value) && (isObject(value.changes) || Array.isArray(value.documentChanges));
+}
+
+/** Applies what a server command returned: a WorkspaceEdit, a document to open, or a message. */
+async function handleResult(host: CommandHost, client: LanguageClient | undefined, result: unknown): Promise<void> {
+  if (result === undefined || result === null || client === undefined) {
+    return;
+  }
+  if (looksLikeWorkspaceEdit(result)) {
+    const edit = await client.protocol2CodeConverter.asWorkspaceEdit(result as WorkspaceEdit);
+    const applied = await vscode.workspace.applyEdit(edit);
+    if (!applied) {
+      void vscode.window.showWarningMessage('Grounding: the edit from the server could not be applied.');
+    }
+    return;
+  }
+  if (isObject(result) && looksLikeWorkspaceEdit(result.edit)) {
+    await handleResult(host, client, result.edit);
+  }
+  if (isObject(result) && typeof result.uri === 'string') {
+    const document = await vscode.workspace.openTextDocument(vscode.Uri.parse(result.uri));
+    await vscode.window.showTextDocument(document);
+  }
+  if (typeof result === 'string' && result.trim() !== '') {
+    void vscode.window.showInformationMessage(`Grounding: ${result}`);
+  } else if (isObject(result) && typeof result.message === 'string') {
+    void vscode.window.showInformationMessage(`Grounding: ${result.message}`);
+  }
+}
+
+/** The draft a command acts on: an explicit URI argument, else the active editor's document. */
+function targetDocument(host: CommandHost, arg: unknown): vscode.TextDocument | vscode.Uri | undefined {
+  if (arg instanceof vscode.Uri) {
+    return arg;
+  }
+  const editor = vscode.window.activeTextEditor;
+  if (editor !== undefined && host.isDraft(editor.document)) {
+    return editor.document;
+  }
+  return undefined;
+}
+
+function uriOf(target: vscode.TextDocument | vscode.Uri): string {
+  return (target instanceof vscode.Uri ? target : target.uri).toString();
+}
+
+function noDraft(command: string): void {
+  void vscode.window.showWarningMessage(`Grounding: open a Markdown draft or a *.answer.json file to run "${command}".`);
+}
+
+/** True when the command was invoked by the server (code action / code lens) with wire arguments. */
+function hasWireArgs(args: unknown[]): boolean {
+  return args.length > 0 && !(args[0] instanceof vscode.Uri) && args[0] !== undefined;
+}
+
+function splitFields(text: string): string[] {
+  return text
+    .split(/[,，、;；\n]/)
+    .map((f) => f.trim())
+    .filter((f) => f !== '');
+}
+
+function resolveEvidencePath(host: CommandHost, p: string): vscode.Uri | undefined {
+  if (p === '') {
+    return undefined;
+  }
+  if (p.startsWith('file:')) {
+    return vscode.Uri.parse(p);
+  }
+  if (path.isAbsolute(p)) {
+    return vscode.Uri.file(p);
+  }
+  const root = host.workspaceRoot();
+  return root === undefined ? undefined : vscode.Uri.joinPath(root, ...p.split('/'));
+}
+
+function parseConflicts(result: unknown): Conflict[] | undefined {
+  const list = isObject(result) && Array.isArray(result.conflicts) ? result.conflicts : result;
+  if (!Array.isArray(list)) {
+    return undefined;
+  }
+  const out: Conflict[] = [];
+  for (const raw of list) {
+    if (!isObject(raw) || typeof raw.field !== 'string' || !Array.isArray(raw.values)) {
+      continue;
+    }
+    const values: ConflictValue[] = [];
+    for (const v of raw.values) {
+      if (!isObject(v)) {
+        continue;
+      }
+      values.push({
+        value: String(v.value ?? ''),
+        doc_id: String(v.doc_id ?? ''),
+        version: Number(v.version ?? 0),
+        line: Number(v.line ?? 0),
+        path: String(v.path ?? ''),
+      });
+    }
+    out.push({ subject: typeof raw.subject === 'string' ? raw.subject : null, field: raw.field, values });
+  }
+  return out;
+}
+
+async function showConflicts(host: CommandHost, result: unknown): Promise<void> {
+  const conflicts = parseConflicts(result);
+  if (conflicts === undefined) {
+    if (result !== undefined) {
+      host.log(`grounding.showConflicts: unexpected result ${JSON.stringify(result)}`);
+    }
+    return;
+  }
+  host.log(`Field conflicts among active sources: ${conflicts.length}`);
+  for (const c of conflicts) {
+    host.log(`  ${c.subject ?? '(no subject)'} / ${c.field}`);
+    for (const v of c.values) {
+      host.log(`    "${v.value}"  ${v.doc_id}@${v.version}:${v.line}  ${v.path}:${v.line}`);
+    }
+  }
+  if (conflicts.length === 0) {
+    void vscode.window.showInformationMessage('Grounding: no field conflicts among active sources.');
+    return;
+  }
+  type ConflictItem = vscode.QuickPickItem & { conflict: Conflict };
+  const items: ConflictItem[] = conflicts.map((c) => ({
+    label: `$(error) ${c.field}`,
+    description: c.subject ?? '(no subject)',
+    detail: c.values.map((v) => `"${v.value}" ${v.doc_id}@${v.version}:${v.line}`).join('  ≠  '),
+    conflict: c,
+  }));
+  const picked = await vscode.window.showQuickPick(items, {
+    title: `Grounding: ${conflicts.length} field conflict${conflicts.length === 1 ? '' : 's'}`,
+    placeHolder: 'Pick a conflict to see its sources',
+    matchOnDescription: true,
+    matchOnDetail: true,
+  });
+  if (picked === undefined) {
+    return;
+  }
+  type SourceItem = vscode.QuickPickItem & { source: ConflictValue };
+  const sources: SourceItem[] = picked.conflict.values.map((v) => ({
+    label: v.value,
+    description: `${v.doc_id}@${v.version}:${v.line}`,
+    detail: `${v.path}:${v.line}`,
+    source: v,
+  }));
+  const source = await vscode.window.showQuickPick(sources, {
+    title: `${picked.conflict.subject ?? '(no subject)'} / ${picked.conflict.field}`,
+    placeHolder: 'Open a source line',
+  });
+  if (source === undefined) {
+    return;
+  }
+  const uri = resolveEvidencePath(host, source.source.path);
+  if (uri === undefined) {
+    return;
+  }
+  const line = Math.max(0, source.source.line - 1);
+  await vscode.window.showTextDocument(uri, {
+    selection: new vscode.Range(line, 0, line, 0),
+    preview: true,
+  });
+}
+
+export function registerCommands(host: CommandHost): vscode.Disposable[] {
+  const reg = vscode.commands.registerCommand;
+  return [
+    reg('grounding.restartServer', () => host.restart()),
+
+    reg('grounding.reindex', async (...args: unknown[]) => {
+      const result = await vscode.window.withProgress(
+        { location: vscode.ProgressLocation.Window, title: 'Grounding: reindexing evidence' },
+        () => execute(host, 'grounding.reindex', hasWireArgs(args) ? args : []),
+      );
+      if (result !== undefined) {
+        host.log(`grounding.reindex: ${JSON.stringify(result)}`);
+        if (typeof result === 'string' || (isObject(result) && typeof result.message === 'string')) {
+          await handleResult(host, await host.readyClient(), result);
+        } else {
+          void vscode.window.setStatusBarMessage('Grounding: evidence reindexed', 3000);
+        }
+      }
+    }),
+
+    reg('grounding.showConflicts', async (...args: unknown[]) => {
+      const result = await execute(host, 'grounding.showConflicts', hasWireArgs(args) ? args : []);
+      await showConflicts(host, result);
+    }),
+
+    reg('grounding.insertCitation', async (...args: unknown[]) => {
+      let wire: unknown[];
+      if (hasWireArgs(args)) {
+        wire = args;
+      } else {
+        const editor = vscode.window.activeTextEditor;
+        if (editor === undefined || !host.isDraft(editor.document)) {
+          noDraft('Insert citation');
+          return;
+        }
+        const p = editor.selection.active;
+        wire = [{ uri: editor.document.uri.toString(), position: { line: p.line, character: p.character } }];
+      }
+      const result = await execute(host, 'grounding.insertCitation', wire);
+      await handleResult(host, await host.readyClient(), result);
+    }),
+
+    reg('grounding.draftAnswer', async (...args: unknown[]) => {
+      let wire: unknown[];
+      if (hasWireArgs(args)) {
+        wire = args;
+      } else {
+        const target = targetDocument(host, args[0]);
+        const question = await vscode.window.showInputBox({
+          title: 'Grounding: draft an answer (1/2)',
+          prompt: 'The question to answer',
+          placeHolder: '活动什么时候开始？',
+          ignoreFocusOut: true,
+          validateInput: (v) => (v.trim() === '' ? 'Enter a question' : undefined),
+        });
+        if (question === undefined) {
+          return;
+        }
+        const fieldText = await vscode.window.showInputBox({
+          title: 'Grounding: draft an answer (2/2)',
+          prompt: 'Required fields, separated by commas (may be empty)',
+          placeHolder: '活动时间, 地点',
+          ignoreFocusOut: true,
+        });
+        if (fieldText === undefined) {
+          return;
+        }
+        wire = [
+          { uri: target === undefined ? null : uriOf(target), question: question.trim(), fields: splitFields(fieldText) },
+        ];
+      }
+      const result = await execute(host, 'grounding.draftAnswer', wire);
+      await handleResult(host, await host.readyClient(), result);
+    }),
+
+    reg('grounding.fixAll', async (...args: unknown[]) => {
+      let wire: unknown[];
+      if (hasWireArgs(args)) {
+        wire = args;
+      } else {
+        const target = targetDocument(host, args[0]);
+        if (target === undefined) {
+          noDraft('Fix all');
+          return;
+        }
+        wire = [{ uri: uriOf(target) }];
+      }
+      const result = await execute(host, 'grounding.fixAll', wire);
+      await handleResult(host, await host.readyClient(), result);
+    }),
+  ];
+}

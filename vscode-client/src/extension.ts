@@ -1,0 +1,291 @@
+import * as vscode from 'vscode';
+import {
+  ExecuteCommandRequest,
+  LanguageClient,
+  RevealOutputChannelOn,
+  State,
+  type DocumentSelector,
+  type LanguageClientOptions,
+  type ServerOptions,
+} from 'vscode-languageclient/node';
+import { registerCommands, SERVER_COMMANDS, type CommandHost } from './commands';
+import {
+  configurationValue,
+  readServerSettings,
+  resolveLaunch,
+  RESTART_SETTINGS,
+  type ServerLaunch,
+} from './settings';
+import { parseStatus, STATUS_NOTIFICATION, StatusBar } from './status';
+
+const CLIENT_ID = 'grounding';
+const CLIENT_NAME = 'Grounding';
+
+export const DOCUMENT_SELECTOR: DocumentSelector = [
+  { scheme: 'file', language: 'markdown' },
+  { scheme: 'file', pattern: '**/*.answer.json' },
+];
+
+function isDraft(document: vscode.TextDocument): boolean {
+  if (document.uri.scheme !== 'file') {
+    return false;
+  }
+  return document.languageId === 'markdown' || document.uri.path.endsWith('.answer.json');
+}
+
+/** Owns the language client: starts it only in a trusted workspace, restarts it on setting changes. */
+class Controller implements CommandHost, vscode.Disposable {
+  private client: LanguageClient | undefined;
+  private queue: Promise<void> = Promise.resolve();
+  private untrustedNoticeShown = false;
+  private stopping = false;
+
+  constructor(
+    private readonly output: vscode.OutputChannel,
+    private readonly status: StatusBar,
+  ) {}
+
+  log(message: string): void {
+    this.output.appendLine(`[client ${new Date().toISOString()}] ${message}`);
+  }
+
+  isDraft(document: vscode.TextDocument): boolean {
+    return isDraft(document);
+  }
+
+  workspaceRoot(): vscode.Uri | undefined {
+    return vscode.workspace.workspaceFolders?.[0]?.uri;
+  }
+
+  private enqueue(task: () => Promise<void>): Promise<void> {
+    this.queue = this.queue.then(task).catch((error: unknown) => {
+      this.log(`error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    });
+    return this.queue;
+  }
+
+  start(): Promise<void> {
+    return this.enqueue(() => this.startNow());
+  }
+
+  restart(): void {
+    void this.enqueue(async () => {
+      await this.stopNow();
+      await this.startNow();
+    });
+  }
+
+  async readyClient(): Promise<LanguageClient | undefined> {
+    if (!vscode.workspace.isTrusted) {
+      this.tellUntrusted(true);
+      return undefined;
+    }
+    await this.queue;
+    if (this.client === undefined || this.client.state !== State.Running) {
+      const action = await vscode.window.showErrorMessage(
+        'Grounding: the language server is not running.',
+        'Restart Server',
+        'Show Output',
+      );
+      if (action === 'Restart Server') {
+        this.restart();
+      } else if (action === 'Show Output') {
+        this.output.show(true);
+      }
+      return undefined;
+    }
+    return this.client;
+  }
+
+  private tellUntrusted(force: boolean): void {
+    this.status.setMode('untrusted');
+    if (this.untrustedNoticeShown && !force) {
+      return;
+    }
+    this.untrustedNoticeShown = true;
+    this.log('workspace is not trusted: the language server is not started');
+    void vscode.window
+      .showWarningMessage(
+        'Grounding: this workspace is not trusted, so the Grounding language server was not started and citations are not checked. Trust the workspace to start it.',
+        'Manage Workspace Trust',
+      )
+      .then((action) => {
+        if (action === 'Manage Workspace Trust') {
+          void vscode.commands.executeCommand('workbench.trust.manage');
+        }
+      });
+  }
+
+  private async startNow(): Promise<void> {
+    if (!vscode.workspace.isTrusted) {
+      this.tellUntrusted(false);
+      return;
+    }
+    if (this.client !== undefined) {
+      return;
+    }
+    const folder = vscode.workspace.workspaceFolders?.[0];
+    const launch = resolveLaunch(folder);
+    const settings = readServerSettings(folder);
+    const serverOptions: ServerOptions = {
+      command: launch.command,
+      args: launch.args,
+      options: {
+        cwd: folder?.uri.fsPath,
+        env: { ...process.env, PYTHONUNBUFFERED: '1', PYTHONIOENCODING: 'utf-8' },
+      },
+    };
+    const clientOptions: LanguageClientOptions = {
+      documentSelector: DOCUMENT_SELECTOR,
+      outputChannel: this.output,
+      revealOutputChannelOn: RevealOutputChannelOn.Never,
+      initializationOptions: { ...settings },
+      workspaceFolder: folder,
+      synchronize: {
+        fileEvents: vscode.workspace.createFileSystemWatcher('**/*.{md,txt,json,toml}'),
+      },
+      diagnosticCollectionName: 'grounding',
+      middleware: {
+        workspace: {
+          configuration: (params, token, next) => {
+            const items = params.items;
+            if (!items.some((item) => item.section === 'grounding' || item.section?.startsWith('grounding.'))) {
+              return next(params, token);
+            }
+            return items.map((item) => {
+              const section = item.section ?? '';
+              if (section === 'grounding' || section.startsWith('grounding.')) {
+                const scope = item.scopeUri === undefined ? folder : vscode.Uri.parse(item.scopeUri);
+                return configurationValue(section, readServerSettings(scope));
+              }
+              return section === '' ? null : (vscode.workspace.getConfiguration().get(section) ?? null);
+            });
+          },
+        },
+      },
+    };
+    this.log(`starting: ${launch.command} ${launch.args.join(' ')} (from ${launch.origin}) in ${folder?.uri.fsPath ?? '(no folder)'}`);
+    this.log(`initializationOptions: ${JSON.stringify(settings)}`);
+    const client = new LanguageClient(CLIENT_ID, CLIENT_NAME, serverOptions, clientOptions);
+    keepOwnCommands(client);
+    client.onNotification(STATUS_NOTIFICATION, (params: unknown) => {
+      const parsed = parseStatus(params);
+      if (parsed !== undefined) {
+        this.status.update(parsed);
+      }
+    });
+    client.onDidChangeState((event) => {
+      if (event.newState === State.Running) {
+        this.status.setMode('running');
+      } else if (event.newState === State.Stopped && !this.stopping) {
+        this.status.setMode('failed', 'It stopped; see the Grounding output.');
+      }
+    });
+    this.client = client;
+    this.status.setMode('starting');
+    try {
+      await client.start();
+      this.status.setMode('running');
+      this.log('server started');
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      this.log(`server failed to start: ${message}`);
+      this.status.setMode('failed', message);
+      this.client = undefined;
+      try {
+        await client.dispose();
+      } catch {
+        // The process may never have started.
+      }
+      void this.reportStartFailure(launch, message);
+    }
+  }
+
+  private async reportStartFailure(launch: ServerLaunch, message: string): Promise<void> {
+    const hint =
+      launch.origin === 'PATH'
+        ? 'Install Grounding (pip install grounding) or set "grounding.server.path" or "grounding.python".'
+        : `Check the "${launch.origin}" setting.`;
+    const action = await vscode.window.showErrorMessage(
+      `Grounding: could not start "${launch.command} ${launch.args.join(' ')}": ${message}. ${hint}`,
+      'Open Settings',
+      'Show Output',
+    );
+    if (action === 'Open Settings') {
+      await vscode.commands.executeCommand('workbench.action.openSettings', 'grounding.');
+    } else if (action === 'Show Output') {
+      this.output.show(true);
+    }
+  }
+
+  private async stopNow(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    if (client === undefined) {
+      return;
+    }
+    this.stopping = true;
+    try {
+      this.log('stopping server');
+      await client.dispose(5000);
+    } catch (error) {
+      this.log(`error while stopping: ${error instanceof Error ? error.message : String(error)}`);
+    } finally {
+      this.stopping = false;
+      this.status.setMode('stopped');
+    }
+  }
+
+  stop(): Promise<void> {
+    return this.enqueue(() => this.stopNow());
+  }
+
+  dispose(): void {
+    void this.stop();
+  }
+}
+
+/**
+ * The server advertises the same command names the extension contributes. vscode-languageclient
+ * would register them a second time (which throws), so it registers only the server's others.
+ */
+function keepOwnCommands(client: LanguageClient): void {
+  const feature = client.getFeature(ExecuteCommandRequest.method);
+  const own = new Set<string>(SERVER_COMMANDS);
+  const register = feature.register.bind(feature);
+  feature.register = (data) => {
+    const commands = (data.registerOptions.commands ?? []).filter((c) => !own.has(c));
+    register({ ...data, registerOptions: { ...data.registerOptions, commands } });
+  };
+}
+
+let controller: Controller | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const output = vscode.window.createOutputChannel(CLIENT_NAME);
+  const status = new StatusBar(isDraft);
+  controller = new Controller(output, status);
+  const ctl = controller;
+  context.subscriptions.push(output, status, ctl, ...registerCommands(ctl));
+
+  context.subscriptions.push(
+    vscode.workspace.onDidGrantWorkspaceTrust(() => {
+      ctl.log('workspace trust granted: starting the server');
+      void ctl.start();
+    }),
+    vscode.workspace.onDidChangeConfiguration((event) => {
+      if (RESTART_SETTINGS.some((s) => event.affectsConfiguration(s))) {
+        ctl.log('settings changed: restarting the server');
+        ctl.restart();
+      }
+    }),
+  );
+  await ctl.start();
+}
+
+export async function deactivate(): Promise<void> {
+  if (controller !== undefined) {
+    await controller.stop();
+    controller = undefined;
+  }
+}

@@ -1,0 +1,168 @@
+import * as vscode from 'vscode';
+
+/** Params of the server's `grounding/status` notification. */
+export interface DraftStatus {
+  uri: string;
+  status: string;
+  claims: number;
+  validClaims: number;
+  conflicts: number;
+  outputTokens: number | null;
+  reserve: number | null;
+  errors: number;
+  warnings: number;
+}
+
+export const STATUS_NOTIFICATION = 'grounding/status';
+
+const ICONS: Record<string, string> = {
+  answered: '$(pass)',
+  partial: '$(warning)',
+  abstain: '$(circle-slash)',
+  conflict: '$(error)',
+};
+
+function isNumber(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value);
+}
+
+/** Accepts only well-formed params; anything else is ignored rather than shown wrong. */
+export function parseStatus(raw: unknown): DraftStatus | undefined {
+  if (typeof raw !== 'object' || raw === null) {
+    return undefined;
+  }
+  const p = raw as Record<string, unknown>;
+  if (typeof p.uri !== 'string' || typeof p.status !== 'string') {
+    return undefined;
+  }
+  const num = (key: string): number => (isNumber(p[key]) ? (p[key] as number) : 0);
+  const opt = (key: string): number | null => (isNumber(p[key]) ? (p[key] as number) : null);
+  return {
+    uri: p.uri,
+    status: p.status,
+    claims: num('claims'),
+    validClaims: num('validClaims'),
+    conflicts: num('conflicts'),
+    outputTokens: opt('outputTokens'),
+    reserve: opt('reserve'),
+    errors: num('errors'),
+    warnings: num('warnings'),
+  };
+}
+
+/** Normalises a URI string so that the server's and VS Code's spellings compare equal. */
+function key(uri: string): string {
+  try {
+    return vscode.Uri.parse(uri, true).toString();
+  } catch {
+    return uri;
+  }
+}
+
+/** The status bar item for the active draft. */
+export class StatusBar implements vscode.Disposable {
+  private readonly item: vscode.StatusBarItem;
+  private readonly statuses = new Map<string, DraftStatus>();
+  private mode: 'running' | 'untrusted' | 'starting' | 'failed' | 'stopped' = 'stopped';
+  private detail = '';
+  private readonly disposables: vscode.Disposable[] = [];
+
+  constructor(private readonly isDraft: (document: vscode.TextDocument) => boolean) {
+    this.item = vscode.window.createStatusBarItem('grounding.status', vscode.StatusBarAlignment.Left, 100);
+    this.item.name = 'Grounding';
+    this.disposables.push(
+      this.item,
+      vscode.window.onDidChangeActiveTextEditor(() => this.render()),
+      vscode.workspace.onDidCloseTextDocument((document) => {
+        this.statuses.delete(key(document.uri.toString()));
+      }),
+    );
+    this.render();
+  }
+
+  setMode(mode: StatusBar['mode'], detail = ''): void {
+    this.mode = mode;
+    this.detail = detail;
+    if (mode !== 'running') {
+      this.statuses.clear();
+    }
+    this.render();
+  }
+
+  update(status: DraftStatus): void {
+    this.statuses.set(key(status.uri), status);
+    this.render();
+  }
+
+  private render(): void {
+    const item = this.item;
+    item.backgroundColor = undefined;
+    item.command = undefined;
+    if (this.mode === 'untrusted') {
+      item.text = '$(workspace-untrusted) Grounding';
+      item.tooltip = 'Grounding: the language server does not run in an untrusted workspace. Click to manage workspace trust.';
+      item.command = 'workbench.trust.manage';
+      item.accessibilityInformation = { label: 'Grounding: restricted mode, workspace not trusted' };
+      item.show();
+      return;
+    }
+    if (this.mode === 'failed') {
+      item.text = '$(error) Grounding';
+      item.tooltip = `Grounding: the language server is not running. ${this.detail}`.trim();
+      item.command = 'grounding.restartServer';
+      item.backgroundColor = new vscode.ThemeColor('statusBarItem.errorBackground');
+      item.accessibilityInformation = { label: 'Grounding: server not running' };
+      item.show();
+      return;
+    }
+    const editor = vscode.window.activeTextEditor;
+    if (editor === undefined || !this.isDraft(editor.document)) {
+      item.hide();
+      return;
+    }
+    const status = this.statuses.get(key(editor.document.uri.toString()));
+    if (status === undefined || this.mode !== 'running') {
+      item.text = '$(sync~spin) Grounding';
+      item.tooltip = 'Grounding: checking the draft…';
+      item.accessibilityInformation = { label: 'Grounding: checking' };
+      item.show();
+      return;
+    }
+    const icon = ICONS[status.status] ?? '$(question)';
+    const parts = [`${icon} ${status.status}`, `${status.validClaims}/${status.claims} claims`];
+    parts.push(`${status.conflicts} conflict${status.conflicts === 1 ? '' : 's'}`);
+    if (status.outputTokens !== null) {
+      parts.push(status.reserve !== null ? `${status.outputTokens}/${status.reserve} tok` : `${status.outputTokens} tok`);
+    }
+    item.text = parts.join(' · ');
+    const over = status.outputTokens !== null && status.reserve !== null && status.outputTokens > status.reserve;
+    if (status.status === 'conflict' || over || status.errors > 0) {
+      item.backgroundColor = new vscode.ThemeColor('statusBarItem.errorBackground');
+    } else if (status.status !== 'answered' || status.warnings > 0) {
+      item.backgroundColor = new vscode.ThemeColor('statusBarItem.warningBackground');
+    }
+    const tooltip = new vscode.MarkdownString();
+    tooltip.appendMarkdown(`**Grounding** — status \`${status.status}\`\n\n`);
+    tooltip.appendMarkdown(`- valid claims: ${status.validClaims} of ${status.claims}\n`);
+    tooltip.appendMarkdown(`- conflicts: ${status.conflicts}\n`);
+    const tokens = status.outputTokens === null ? 'n/a' : String(status.outputTokens);
+    const reserve = status.reserve === null ? 'none declared' : String(status.reserve);
+    tooltip.appendMarkdown(`- output tokens: ${tokens} (reserve: ${reserve})\n`);
+    tooltip.appendMarkdown(`- problems: ${status.errors} errors, ${status.warnings} warnings\n\n`);
+    tooltip.appendMarkdown('Click to open the Problems panel.');
+    item.tooltip = tooltip;
+    item.command = 'workbench.actions.view.problems';
+    item.accessibilityInformation = {
+      label:
+        `Grounding status: ${status.status}, ${status.validClaims} of ${status.claims} claims valid, ` +
+        `${status.conflicts} conflicts, output tokens ${tokens} of reserve ${reserve}`,
+    };
+    item.show();
+  }
+
+  dispose(): void {
+    for (const d of this.disposables) {
+      d.dispose();
+    }
+  }
+}
