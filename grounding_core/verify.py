@@ -397,7 +397,19 @@ def _reanchor(claim: Claim, state: IndexState, current: VersionRecord,
 
 
 def _replace_quote(claim: Claim, line_text: str) -> Edit | None:
+    """The quote-replacement fix, offered only when it is safe (SPEC §10 "safe fixes").
+
+    Safe means the quote already says the same thing as the cited line: equal after the
+    §7.4 normalisation (NFD, no-break or zero-width spaces, trailing spaces, full-width
+    digits), or a part of it (a half line, a missing list marker). A quote that says
+    something else is left for the writer: replacing it would silently change what the
+    claim cites.
+    """
     if claim.citation is None or claim.hash_prefix is None:
+        return None
+    quote = normalize(claim.quote or "")
+    line = normalize(line_text)
+    if not quote or (quote != line and quote not in line):
         return None
     new_text = f'{claim.citation.id} sha256:{claim.hash_prefix} "{line_text}"'
     return Edit(claim.citation_span, new_text, "Replace the quote with the exact cited line")

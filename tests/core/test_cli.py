@@ -301,11 +301,20 @@ def test_fix_reanchors_a_stale_citation(capsys: pytest.CaptureFixture[str], root
 
 
 def test_fix_keeps_a_bom_and_edits_line_one(capsys: pytest.CaptureFixture[str], root: Path) -> None:
-    text = f'{definition(2, 6, SCHEDULE_V2, "- 活动时间：周四16:31")}\r\n\r\n活动时间是周四16:30[^1]。\r\n'
+    text = f'{definition(2, 6, SCHEDULE_V2, "- 活动时间：周四16：30")}\r\n\r\n活动时间是周四16:30[^1]。\r\n'
     (root / "answers/bom.md").write_bytes(b"\xef\xbb\xbf" + text.encode())
     code, _ = check_json(capsys, root, "answers/bom.md", "--fix")
     assert code == 0
-    assert (root / "answers/bom.md").read_bytes() == b"\xef\xbb\xbf" + text.replace("16:31", "16:30").encode()
+    assert (root / "answers/bom.md").read_bytes() == b"\xef\xbb\xbf" + text.replace("16：30", "16:30").encode()
+
+
+def test_fix_leaves_a_quote_that_says_something_else(capsys: pytest.CaptureFixture[str], root: Path) -> None:
+    text = f'活动时间是周四16:31[^1]。\n\n{definition(2, 6, SCHEDULE_V2, "- 活动时间：周四16:31")}\n'
+    (root / "answers/other.md").write_text(text, encoding="utf-8")
+    code, out = check_json(capsys, root, "answers/other.md", "--fix")
+    assert code == 1
+    assert "quote-mismatch" in [d["name"] for d in out["drafts"][0]["diagnostics"]]
+    assert (root / "answers/other.md").read_text(encoding="utf-8") == text  # not rewritten
 
 
 def test_fix_leaves_drafts_without_fixes_untouched(capsys: pytest.CaptureFixture[str], root: Path) -> None:
