@@ -11,6 +11,7 @@ import datetime as dt
 import os
 import tomllib
 from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +52,9 @@ class Config:
     source: str = "defaults"
     _specs: dict[str, pathspec.GitIgnoreSpec] = field(default_factory=dict, compare=False, repr=False)
 
-    @property
+    @cached_property
     def evidence_root(self) -> Path:
+        """The resolved evidence root (cached: diagnostics ask once per related location)."""
         return (self.root / self.evidence).resolve()
 
     @property
@@ -64,11 +66,20 @@ class Config:
 
     def evidence_display(self, rel_path: str) -> str:
         """An evidence path (relative to the evidence root) as a ``/``-path relative to the root."""
-        full = self.evidence_root / rel_path
-        try:
-            return full.relative_to(self.root).as_posix()
-        except ValueError:
-            return os.path.relpath(full, self.root).replace(os.sep, "/")
+        shown = self._displayed.get(rel_path)
+        if shown is None:
+            full = self.evidence_root / rel_path
+            try:
+                shown = full.relative_to(self.root).as_posix()
+            except ValueError:
+                shown = os.path.relpath(full, self.root).replace(os.sep, "/")
+            self._displayed[rel_path] = shown
+        return shown
+
+    @cached_property
+    def _displayed(self) -> dict[str, str]:
+        """Memo of :meth:`evidence_display` (a conflict can relate thousands of lines)."""
+        return {}
 
     def today_or(self, default: dt.date | None = None) -> dt.date:
         """The pinned date, else ``default``, else the local date."""

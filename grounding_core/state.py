@@ -100,12 +100,23 @@ class IndexState:
         versions: dict[str, dict[int, VersionRecord]] | None = None,
         seq: int = 0,
         cache: ParseCache | None = None,
+        base: tuple[IndexState, frozenset[str]] | None = None,
     ) -> None:
         self._versions: dict[str, dict[int, VersionRecord]] = versions or {}
         self.seq = seq
         self.cache = cache or ParseCache(ParseSettings())
         self._keyed: dict[dt.date, dict[tuple[str | None, str], list[KeyedLine]]] = {}
         self._terms: dict[dt.date, tuple[frozenset[str], int]] = {}
+        # Incremental upkeep of the derived indexes below (speed only, same results): the
+        # state this one was applied to and the doc_ids its events touched (dropped once
+        # keyed_lines is built, so no chain of old states stays alive); per date, the lines
+        # of each doc_id, how many lines carry each known term, and for patching the terms,
+        # the base state's counts and terms plus the lines the keyed patch removed and added.
+        self._base = base
+        self._by_doc: dict[dt.date, dict[str, tuple[KeyedLine, ...]]] = {}
+        self._term_counts: dict[dt.date, dict[str, int]] = {}
+        self._terms_base: dict[dt.date, tuple[dict[str, int], int, list[KeyedLine],
+                                              list[KeyedLine]]] = {}
 
     @property
     def settings(self) -> ParseSettings:
@@ -138,7 +149,8 @@ class IndexState:
                 )
             elif old is not None:
                 doc[event.version] = replace(old, revoked=True, reason=event.reason, seq=event.seq)
-        return IndexState(versions, seq, self.cache)
+        base = (self, frozenset(copied)) if self._by_doc else None
+        return IndexState(versions, seq, self.cache, base)
 
     # -- lookups ----------------------------------------------------------------------------
 
@@ -213,21 +225,72 @@ class IndexState:
     # -- derived indexes --------------------------------------------------------------------
 
     def keyed_lines(self, today: dt.date) -> dict[tuple[str | None, str], list[KeyedLine]]:
-        """Active, non-meta field lines grouped by conflict key ``(subject, field)`` (§7.4)."""
+        """Active, non-meta field lines grouped by conflict key ``(subject, field)`` (§7.4).
+
+        Each list is in (doc_id, line) order; the order of the keys is unspecified. Built once
+        per state and date; a state made by :meth:`apply` from one that has it built patches
+        a copy (only the doc_ids its events touched are re-read) instead of rebuilding.
+        """
         cached = self._keyed.get(today)
         if cached is not None:
             return cached
-        keyed: dict[tuple[str | None, str], list[KeyedLine]] = {}
-        for record in self.active_records(today):
-            doc = self.document(record)
-            for number, fl in doc.field_lines.items():
-                if self.is_meta_field(fl.field):
-                    continue
-                keyed.setdefault((doc.subject, fl.field), []).append(
-                    KeyedLine(record.doc_id, record.version, number, doc.subject, fl.field,
-                              fl.value, record.path)
-                )
+        base = self._base
+        old_by_doc = base[0]._by_doc.get(today) if base is not None else None
+        if base is not None and old_by_doc is not None and 4 * len(base[1]) <= len(old_by_doc):
+            keyed = self._patch_keyed(base[0], old_by_doc, base[1], today)
+        else:
+            by_doc = {record.doc_id: self._lines_of(record)
+                      for record in self.active_records(today)}
+            keyed = {}
+            for lines in by_doc.values():
+                for kl in lines:
+                    keyed.setdefault((kl.subject, kl.field), []).append(kl)
+            self._by_doc[today] = by_doc
         self._keyed[today] = keyed
+        self._base = None
+        return keyed
+
+    def _lines_of(self, record: VersionRecord) -> tuple[KeyedLine, ...]:
+        """The non-meta field lines of one (active) version, in line order."""
+        doc = self.document(record)
+        return tuple(
+            KeyedLine(record.doc_id, record.version, number, doc.subject, fl.field, fl.value,
+                      record.path)
+            for number, fl in doc.field_lines.items() if not self.is_meta_field(fl.field)
+        )
+
+    def _patch_keyed(
+        self,
+        base: IndexState,
+        old_by_doc: dict[str, tuple[KeyedLine, ...]],
+        touched: frozenset[str],
+        today: dt.date,
+    ) -> dict[tuple[str | None, str], list[KeyedLine]]:
+        """The base state's index with the lines of the ``touched`` doc_ids redone."""
+        old = base.keyed_lines(today)
+        by_doc = dict(old_by_doc)
+        removed: list[KeyedLine] = []
+        added: list[KeyedLine] = []
+        for doc_id in touched:
+            removed.extend(by_doc.pop(doc_id, ()))
+            newest = self.newest(doc_id)
+            if newest is not None and self.is_active(newest, today):
+                by_doc[doc_id] = self._lines_of(newest)
+                added.extend(by_doc[doc_id])
+        keyed = dict(old)
+        for key in {(kl.subject, kl.field) for kl in (*removed, *added)}:
+            lines = [kl for kl in old.get(key, ()) if kl.doc_id not in touched]
+            lines.extend(kl for kl in added if (kl.subject, kl.field) == key)
+            if lines:
+                lines.sort(key=lambda kl: (kl.doc_id, kl.line))
+                keyed[key] = lines
+            else:
+                keyed.pop(key, None)
+        self._by_doc[today] = by_doc
+        old_counts = base._term_counts.get(today)
+        old_terms = base._terms.get(today)
+        if old_counts is not None and old_terms is not None:
+            self._terms_base[today] = (old_counts, old_terms[1], removed, added)
         return keyed
 
     def subjects_with_field(self, field_name: str, today: dt.date) -> list[str | None]:
@@ -239,20 +302,48 @@ class IndexState:
     def known_terms(self, today: dt.date) -> tuple[frozenset[str], int]:
         """SPEC §7.6: normalised field names and values (≥ 2 code points) of active lines.
 
-        Returns the set and the longest term's length in code points.
+        Returns the set and the longest term's length in code points. Like
+        :meth:`keyed_lines`, patched from the base state's terms when it has them.
         """
         cached = self._terms.get(today)
         if cached is not None:
             return cached
-        terms: set[str] = set()
-        for lines in self.keyed_lines(today).values():
-            for kl in lines:
-                for term in (normalize(kl.field), normalize_value(kl.value)):
-                    if len(term) >= 2:
-                        terms.add(term)
-        result = (frozenset(terms), max((len(t) for t in terms), default=0))
+        keyed = self.keyed_lines(today)
+        patch = self._terms_base.pop(today, None)
+        if patch is not None:
+            old_counts, longest, removed, added = patch
+            counts = dict(old_counts)
+            recount = False
+            for kl in removed:
+                for term in _terms_of(kl):
+                    left = counts[term] - 1
+                    if left:
+                        counts[term] = left
+                    else:
+                        del counts[term]
+                        recount |= len(term) == longest
+            for kl in added:
+                for term in _terms_of(kl):
+                    counts[term] = counts.get(term, 0) + 1
+                    longest = max(longest, len(term))
+            if recount:
+                longest = max((len(t) for t in counts), default=0)
+        else:
+            counts = {}
+            for lines in keyed.values():
+                for kl in lines:
+                    for term in _terms_of(kl):
+                        counts[term] = counts.get(term, 0) + 1
+            longest = max((len(t) for t in counts), default=0)
+        result = (frozenset(counts), longest)
+        self._term_counts[today] = counts
         self._terms[today] = result
         return result
+
+
+def _terms_of(kl: KeyedLine) -> list[str]:
+    """The SPEC §7.6 terms one line contributes (a name equal to its value counts twice)."""
+    return [t for t in (normalize(kl.field), normalize_value(kl.value)) if len(t) >= 2]
 
 
 def replay(events: Sequence[Event], n: int, cache: ParseCache) -> IndexState:

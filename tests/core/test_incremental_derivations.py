@@ -1,0 +1,110 @@
+"""Speed paths give the same answers as the plain ones (see BENCHMARKS.md).
+
+- ``IndexState.keyed_lines`` / ``known_terms`` of a state made by ``apply`` patch the previous
+  state's indexes; they must equal a state replayed from scratch (SPEC §4 ``replay(n)``).
+- Evidence front matter in the simple ``key: value`` shape is read without PyYAML; the
+  result (or the error) must be exactly what PyYAML gives.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import random
+
+import pytest
+
+import grounding_core.evidence as evidence
+from grounding_core.state import Event, IndexState, ParseCache, ParseSettings
+
+TODAY = dt.date(2026, 1, 1)
+FIELDS = ["时间", "地点", "来源", "Fee", "ab"]
+VALUES = ["周四16:30", "周四 16:30", "周四１６:３０", "x", "周三", "ab", ""]
+
+
+def _text(rng: random.Random) -> str:
+    lines = []
+    if rng.random() < 0.3:
+        lines += ["---", f"version: {rng.randint(1, 3)}"]
+        if rng.random() < 0.15:
+            lines.append("status: revoked")
+        if rng.random() < 0.15:
+            lines.append("effective_until: 2020-01-01")
+        lines.append("---")
+    subject = rng.choice(["A", "B", None])
+    if subject:
+        lines.append(f"主题：{subject}")
+    for _ in range(rng.randint(0, 6)):
+        lines.append(f"- {rng.choice(FIELDS)}：{rng.choice(VALUES)}")
+    return "\n".join(lines) + "\n"
+
+
+def test_patched_indexes_equal_a_fresh_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+    patched = {"keyed": 0, "terms": 0}
+    patch_keyed = IndexState._patch_keyed
+
+    def counting(self: IndexState, *args: object) -> object:
+        patched["keyed"] += 1
+        result = patch_keyed(self, *args)  # type: ignore[arg-type]
+        patched["terms"] += bool(self._terms_base)
+        return result
+
+    monkeypatch.setattr(IndexState, "_patch_keyed", counting)
+    rng = random.Random(20261129)
+    cache = ParseCache(ParseSettings(("：", ":"), ("来源",), ("主题",)))
+    for _ in range(150):
+        events: list[Event] = []
+        state = IndexState(cache=cache)
+        seq = 0
+        for _ in range(rng.randint(1, 10)):
+            batch = []
+            for _ in range(rng.randint(1, 2)):
+                seq += 1
+                doc_id = f"d{rng.randint(0, 9)}"
+                version = rng.randint(1, 3)
+                if rng.random() < 0.2:
+                    batch.append(Event(seq, "revoke", doc_id, version, reason="deleted"))
+                else:
+                    text = _text(rng)
+                    sha = hashlib.sha256(text.encode()).hexdigest()
+                    batch.append(Event(seq, "import", doc_id, version, sha, f"{doc_id}.md", text))
+            events += batch
+            state = state.apply(batch)
+            if rng.random() < 0.8:
+                state.keyed_lines(TODAY)
+                if rng.random() < 0.8:
+                    state.known_terms(TODAY)
+            fresh = IndexState(cache=cache).apply(events)
+            assert state.keyed_lines(TODAY) == fresh.keyed_lines(TODAY)
+            assert state.known_terms(TODAY) == fresh.known_terms(TODAY)
+            assert state.subjects_with_field("时间", TODAY) == fresh.subjects_with_field("时间", TODAY)
+    assert patched["keyed"] > 100 and patched["terms"] > 50
+
+
+def _outcome(lines: list[str]) -> object:
+    try:
+        return evidence.parse_front_matter(lines)
+    except evidence.EvidenceError as exc:
+        return (exc.name, exc.message, exc.line, exc.hint)
+
+
+def test_simple_front_matter_reads_like_pyyaml(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(9)
+    keys = ["doc_id", "version", "title", "subject", "status", "effective_from",
+            "effective_until", "other", "True", "_x"]
+    first = ["a", "Z", "1", "0", "中", "😀", ".", "+", "=", "(", "/", "$", "^", "~", "n", "N",
+             "y", "2026-01-01", "12:30", "0x1", "\xa0", "<", "-", "?", "'", '"', "!", "&", "#"]
+    rest = ["a", " ", ":", "#", ",", "[", "]", "{", "}", "'", '"', "-", "?", "!", "&", "*",
+            "|", ">", "%", "@", "`", "中", ".", "\\", "/", "ull", "e3", "\t", "\x85", "\u2028"]
+    fast = 0
+    for _ in range(5000):
+        body = [rng.choice(keys) + rng.choice([": ", ": ", ":", ":  "]) + rng.choice(first)
+                + "".join(rng.choice(rest) for _ in range(rng.randint(0, 5)))
+                for _ in range(rng.randint(1, 3))]
+        lines = ["---", *body, "---"]
+        fast += evidence._simple_entries(body) is not None
+        quick = _outcome(lines)
+        with monkeypatch.context() as m:
+            m.setattr(evidence, "_simple_entries", lambda body: None)
+            assert _outcome(lines) == quick, body
+    assert fast > 300
