@@ -2,11 +2,13 @@
 // the way a writer would see it. Started by run.sh, which passes everything through E2E_* env.
 //
 // Checks (each reported PASS/FAIL; exit status 1 if any failed):
+//   untrusted    before trust is granted the server is not started and the status bar says so
 //   activation   the extension's status bar item / output appears once the workspace is trusted
 //   problems     the Problems panel lists every expected GR code for the draft
 //   hover        hovering a stale citation shows the cited source line's text
 //   quickfix     Ctrl+. on a stale citation offers "Re-anchor"; applying it removes that error
 //   statusbar    the status bar shows the draft's status (answered/partial/abstain/conflict)
+//   commands     "Reindex evidence" and "Show field conflicts" reach the server and show results
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -88,6 +90,21 @@ function cliReport(draft) {
   }
 }
 
+/** The CLI's conflict list (grounding conflicts --format json), or undefined. */
+function cliConflicts() {
+  const run = spawnSync(GROUNDING, ['conflicts', '--root', WORKSPACE, '--format', 'json'], {
+    cwd: WORKSPACE,
+    encoding: 'utf8',
+    timeout: 120000,
+  });
+  try {
+    const list = JSON.parse(run.stdout);
+    return Array.isArray(list) ? list : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 async function waitFor(what, fn, timeout = TIMEOUT, interval = 500) {
   const end = Date.now() + timeout;
   let last;
@@ -99,6 +116,27 @@ async function waitFor(what, fn, timeout = TIMEOUT, interval = 500) {
     await new Promise((r) => setTimeout(r, interval));
   }
   throw new Error(`timed out after ${timeout / 1000}s waiting for ${what}`);
+}
+
+/** Runs a command through the command palette (F1) by its visible title. */
+async function runCommand(page, title) {
+  await page.keyboard.press('F1');
+  const input = page.locator('.quick-input-widget input');
+  await input.waitFor({ state: 'visible', timeout: 10000 });
+  await input.fill(`>${title}`);
+  await page
+    .locator('.quick-input-list .monaco-list-row', { hasText: title })
+    .first()
+    .waitFor({ state: 'visible', timeout: 10000 });
+  await page.keyboard.press('Enter');
+}
+
+/** Texts of the notification toasts on screen. */
+async function toasts(page) {
+  return page
+    .locator('.notifications-toasts .notification-list-item-message')
+    .allTextContents()
+    .catch(() => []);
 }
 
 /** Opens a file through Quick Open (Ctrl+P) and waits for its tab. */
@@ -404,6 +442,47 @@ async function main() {
     if (!fixed) {
       record('quickfix', false, `no "Re-anchor" code action on any stale citation; menus: ${tried.join('; ') || 'none tried'}`);
       await shot(page, 'no-quickfix');
+    }
+
+    // --- commands forwarded with workspace/executeCommand: reindex, then show conflicts
+    try {
+      await page.keyboard.press('Escape');
+      await runCommand(page, 'Grounding: Reindex evidence');
+      const toast = await waitFor(
+        'the "evidence reindexed" notification',
+        async () => (await toasts(page)).find((t) => /reindexed/i.test(t)) ?? null,
+        60000,
+      );
+      await shot(page, 'reindex');
+      const expectedConflicts = cliConflicts();
+      await runCommand(page, 'Grounding: Show field conflicts');
+      const picked = await waitFor(
+        'the conflicts QuickPick (or the "no field conflicts" notification)',
+        async () => {
+          const title = (await page.locator('.quick-input-widget .quick-input-title').textContent().catch(() => '')) ?? '';
+          if (/field conflicts?/i.test(title)) {
+            const items = await page.locator('.quick-input-list .monaco-list-row').allTextContents();
+            return { title, items };
+          }
+          const none = (await toasts(page)).find((t) => /no field conflicts/i.test(t));
+          return none ? { title: none, items: [] } : null;
+        },
+        30000,
+      );
+      await shot(page, 'conflicts');
+      await page.keyboard.press('Escape');
+      const n = expectedConflicts?.length;
+      const fields = (expectedConflicts ?? []).map((c) => c.field);
+      const ok = n === undefined || (n === picked.items.length && fields.every((f) => picked.items.some((i) => i.includes(f))));
+      record(
+        'commands',
+        ok,
+        `reindex: "${toast.trim().slice(0, 120)}"; conflicts: "${picked.title}" ${JSON.stringify(picked.items.map((i) => i.slice(0, 60)))}` +
+          (n === undefined ? '' : `; CLI lists ${n} (${fields.join(', ')})`),
+      );
+    } catch (error) {
+      record('commands', false, `${error.message}; toasts: ${JSON.stringify(await toasts(page))}`);
+      await shot(page, 'commands-failure');
     }
 
     const finalItem = await statusBarItem(page, 'Grounding status:').catch(() => null);

@@ -10,6 +10,7 @@ export const SERVER_COMMANDS = [
   'grounding.insertCitation',
   'grounding.draftAnswer',
   'grounding.fixAll',
+  'grounding.showContext',
 ] as const;
 
 /** One source of a conflicting value, as the server reports it. */
@@ -34,17 +35,25 @@ export interface CommandHost {
   isDraft(document: vscode.TextDocument): boolean;
   workspaceRoot(): vscode.Uri | undefined;
   log(message: string): void;
+  showOutput(): void;
   restart(): void;
 }
 
-async function execute(host: CommandHost, command: string, args: unknown[]): Promise<unknown> {
+interface Executed {
+  client: LanguageClient;
+  result: unknown;
+}
+
+async function execute(host: CommandHost, command: string, args: unknown[]): Promise<Executed | undefined> {
   const client = await host.readyClient();
   if (client === undefined) {
     return undefined;
   }
   host.log(`executeCommand ${command} ${JSON.stringify(args)}`);
   try {
-    return await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
+    const result: unknown = await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
+    host.log(`executeCommand ${command} -> ${JSON.stringify(result)}`);
+    return { client, result };
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     host.log(`executeCommand ${command} failed: ${message}`);
@@ -61,31 +70,75 @@ function looksLikeWorkspaceEdit(value: unknown): boolean {
   return isObject(value) && (isObject(value.changes) || Array.isArray(value.documentChanges));
 }
 
-/** Applies what a server command returned: a WorkspaceEdit, a document to open, or a message. */
-async function handleResult(host: CommandHost, client: LanguageClient | undefined, result: unknown): Promise<void> {
-  if (result === undefined || result === null || client === undefined) {
+/**
+ * Acts on what a server command returned: a WorkspaceEdit (bare or under `edit`) is applied,
+ * `{uri}` is opened, `{markdown}` without a target opens as a new untitled draft, and
+ * `message` / `failureReason` are shown.
+ */
+async function handleResult(executed: Executed | undefined, openMarkdown = false): Promise<void> {
+  if (executed === undefined || executed.result === undefined || executed.result === null) {
     return;
   }
-  if (looksLikeWorkspaceEdit(result)) {
-    const edit = await client.protocol2CodeConverter.asWorkspaceEdit(result as WorkspaceEdit);
-    const applied = await vscode.workspace.applyEdit(edit);
-    if (!applied) {
+  const { client, result } = executed;
+  const applyEdit = async (raw: unknown): Promise<void> => {
+    const edit = await client.protocol2CodeConverter.asWorkspaceEdit(raw as WorkspaceEdit);
+    if (!(await vscode.workspace.applyEdit(edit))) {
       void vscode.window.showWarningMessage('Grounding: the edit from the server could not be applied.');
+    }
+  };
+  if (looksLikeWorkspaceEdit(result)) {
+    await applyEdit(result);
+    return;
+  }
+  if (typeof result === 'string') {
+    if (result.trim() !== '') {
+      void vscode.window.showInformationMessage(`Grounding: ${result}`);
     }
     return;
   }
-  if (isObject(result) && looksLikeWorkspaceEdit(result.edit)) {
-    await handleResult(host, client, result.edit);
+  if (!isObject(result)) {
+    return;
   }
-  if (isObject(result) && typeof result.uri === 'string') {
-    const document = await vscode.workspace.openTextDocument(vscode.Uri.parse(result.uri));
+  if (looksLikeWorkspaceEdit(result.edit)) {
+    await applyEdit(result.edit);
+  }
+  if (typeof result.uri === 'string') {
+    await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(vscode.Uri.parse(result.uri)));
+  } else if (openMarkdown && typeof result.markdown === 'string') {
+    const document = await vscode.workspace.openTextDocument({ language: 'markdown', content: result.markdown });
     await vscode.window.showTextDocument(document);
   }
-  if (typeof result === 'string' && result.trim() !== '') {
-    void vscode.window.showInformationMessage(`Grounding: ${result}`);
-  } else if (isObject(result) && typeof result.message === 'string') {
+  if (typeof result.failureReason === 'string') {
+    void vscode.window.showWarningMessage(`Grounding: the edit was not applied: ${result.failureReason}`);
+  } else if (typeof result.message === 'string' && result.message.trim() !== '') {
     void vscode.window.showInformationMessage(`Grounding: ${result.message}`);
   }
+}
+
+function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? '' : 's'}`;
+}
+
+/** "12 documents, 14 versions, 11 active, 1 conflict" from grounding.reindex's summary. */
+function reindexSummary(result: unknown): string | undefined {
+  if (!isObject(result)) {
+    return undefined;
+  }
+  const parts: string[] = [];
+  for (const [key, word] of [
+    ['documents', 'document'],
+    ['versions', 'version'],
+    ['conflicts', 'conflict'],
+  ] as const) {
+    const n = result[key];
+    if (typeof n === 'number') {
+      parts.push(plural(n, word));
+    }
+  }
+  if (typeof result.active === 'number') {
+    parts.push(`${result.active} active`);
+  }
+  return parts.length > 0 ? parts.join(', ') : undefined;
 }
 
 /** The draft a command acts on: an explicit URI argument, else the active editor's document. */
@@ -228,23 +281,26 @@ export function registerCommands(host: CommandHost): vscode.Disposable[] {
     reg('grounding.restartServer', () => host.restart()),
 
     reg('grounding.reindex', async (...args: unknown[]) => {
-      const result = await vscode.window.withProgress(
+      const executed = await vscode.window.withProgress(
         { location: vscode.ProgressLocation.Window, title: 'Grounding: reindexing evidence' },
         () => execute(host, 'grounding.reindex', hasWireArgs(args) ? args : []),
       );
-      if (result !== undefined) {
-        host.log(`grounding.reindex: ${JSON.stringify(result)}`);
-        if (typeof result === 'string' || (isObject(result) && typeof result.message === 'string')) {
-          await handleResult(host, await host.readyClient(), result);
-        } else {
-          void vscode.window.setStatusBarMessage('Grounding: evidence reindexed', 3000);
-        }
+      if (executed === undefined) {
+        return;
+      }
+      const summary = reindexSummary(executed.result);
+      if (summary !== undefined && !(isObject(executed.result) && typeof executed.result.message === 'string')) {
+        void vscode.window.showInformationMessage(`Grounding: evidence reindexed: ${summary}.`);
+      } else {
+        await handleResult(executed);
       }
     }),
 
     reg('grounding.showConflicts', async (...args: unknown[]) => {
-      const result = await execute(host, 'grounding.showConflicts', hasWireArgs(args) ? args : []);
-      await showConflicts(host, result);
+      const executed = await execute(host, 'grounding.showConflicts', hasWireArgs(args) ? args : []);
+      if (executed !== undefined) {
+        await showConflicts(host, executed.result);
+      }
     }),
 
     reg('grounding.insertCitation', async (...args: unknown[]) => {
@@ -260,8 +316,7 @@ export function registerCommands(host: CommandHost): vscode.Disposable[] {
         const p = editor.selection.active;
         wire = [{ uri: editor.document.uri.toString(), position: { line: p.line, character: p.character } }];
       }
-      const result = await execute(host, 'grounding.insertCitation', wire);
-      await handleResult(host, await host.readyClient(), result);
+      await handleResult(await execute(host, 'grounding.insertCitation', wire));
     }),
 
     reg('grounding.draftAnswer', async (...args: unknown[]) => {
@@ -293,8 +348,7 @@ export function registerCommands(host: CommandHost): vscode.Disposable[] {
           { uri: target === undefined ? null : uriOf(target), question: question.trim(), fields: splitFields(fieldText) },
         ];
       }
-      const result = await execute(host, 'grounding.draftAnswer', wire);
-      await handleResult(host, await host.readyClient(), result);
+      await handleResult(await execute(host, 'grounding.draftAnswer', wire), true);
     }),
 
     reg('grounding.fixAll', async (...args: unknown[]) => {
@@ -309,8 +363,28 @@ export function registerCommands(host: CommandHost): vscode.Disposable[] {
         }
         wire = [{ uri: uriOf(target) }];
       }
-      const result = await execute(host, 'grounding.fixAll', wire);
-      await handleResult(host, await host.readyClient(), result);
+      await handleResult(await execute(host, 'grounding.fixAll', wire));
+    }),
+
+    reg('grounding.showContext', async (...args: unknown[]) => {
+      let wire: unknown[];
+      if (hasWireArgs(args)) {
+        wire = args;
+      } else {
+        const target = targetDocument(host, args[0]);
+        if (target === undefined) {
+          noDraft('Show draft context');
+          return;
+        }
+        wire = [{ uri: uriOf(target) }];
+      }
+      const executed = await execute(host, 'grounding.showContext', wire);
+      if (executed === undefined || !isObject(executed.result)) {
+        return;
+      }
+      host.log(`Draft context:\n${JSON.stringify(executed.result, null, 2)}`);
+      host.showOutput();
+      await handleResult(executed);
     }),
   ];
 }

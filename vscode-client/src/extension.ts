@@ -49,6 +49,10 @@ class Controller implements CommandHost, vscode.Disposable {
     this.output.appendLine(`[client ${new Date().toISOString()}] ${message}`);
   }
 
+  showOutput(): void {
+    this.output.show(true);
+  }
+
   isDraft(document: vscode.TextDocument): boolean {
     return isDraft(document);
   }
