@@ -67,6 +67,10 @@ FEATURE_MODULES: tuple[str, ...] = (
     # Keep this order stable: it is the order listeners run in.
     "server.features.evidence",
     "server.features.diagnostics",
+    "server.features.actions",
+    "server.features.completion",
+    "server.features.commands",
+    "server.features.status",
 )
 """Dotted names of the feature modules :func:`build_server` registers, in order."""
 
