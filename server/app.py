@@ -71,6 +71,7 @@ FEATURE_MODULES: tuple[str, ...] = (
     "server.features.completion",
     "server.features.commands",
     "server.features.status",
+    "server.features.navigation",
 )
 """Dotted names of the feature modules :func:`build_server` registers, in order."""
 

@@ -1,0 +1,503 @@
+"""End to end: hover, go to definition, references and ``grounding/versionText`` (SPEC §10).
+
+The real server runs over stdio, once per client profile: VS Code (UTF-16 positions) and
+Neovim (UTF-8). Each profile gets its own temporary workspace holding CJK and emoji evidence
+(``- 𠮷野家🎉：周四16:30``), a CRLF file, and a document with two versions (version 1 in an
+archive file) for stale citations. Expected columns are computed here, independently of the
+server, from code-point offsets; on the lines that follow ``𠮷野家🎉`` they differ between the
+two encodings. The context summary is checked against ``grounding_core`` run in-process on
+the same files (the core is the oracle for token counts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import re
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+from grounding_core.context import compile_context
+from grounding_core.drafts import parse_draft
+from grounding_core.workspace import Workspace
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SERVER_ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+}
+CONFIG = ClientServerConfig(server_command=[sys.executable, "-m", "server"], server_env=SERVER_ENV)
+
+PROFILES = {"visual-studio-code": "utf-16", "neovim": "utf-8"}
+"""pytest-lsp client name -> the encoding the server must negotiate with it."""
+
+in_module_loop = pytest.mark.asyncio(loop_scope="module")
+
+# ------------------------------------------------------------------------- workspace
+
+OPEN_DAY_V2 = (
+    "---\n"
+    "title: 秋季开放日\n"
+    "version: 2\n"
+    "---\n"
+    "主题：秋季开放日\n"
+    "- 活动时间：周四16:30\n"
+    "- 𠮷野家🎉：周四16:30\n"
+    "- 签到地点：主楼东门\n"
+)
+OPEN_DAY_V1 = (
+    "---\n"
+    "doc_id: events/open-day\n"
+    "title: 秋季开放日（旧）\n"
+    "version: 1\n"
+    "---\n"
+    "- 𠮷野家🎉：周四16:30\n"
+    "- 活动时间：周三15:00\n"
+)
+CRLF_NOTICE = "\r\n".join([
+    "---", "doc_id: crlf-notice", "title: CRLF 通知", "---", "主题：换行", "- 地点：一号楼🎉", "- 备注：无",
+]) + "\r\n"
+
+EMOJI_LINE = "- 𠮷野家🎉：周四16:30"
+CRLF_LINE = "- 地点：一号楼🎉"
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+H2, H1, HC = sha(OPEN_DAY_V2), sha(OPEN_DAY_V1), sha(CRLF_NOTICE)
+
+DRAFT_LINES = [
+    "---",  # 0
+    "question: 开放日什么时候开始？",  # 1
+    "fields: [活动时间]",  # 2
+    "context: {query: 周四16:30, limit: 1500, reserve: 240}",  # 3
+    "---",  # 4
+    "𠮷野家🎉周四16:30[^1]。",  # 5
+    "以前是周三15:00[^2]。旧的𠮷野家🎉也是周四16:30[^3]。",  # 6
+    "地点在一号楼🎉[^4]。未知来源[^5]。",  # 7
+    "",  # 8
+    f'[^1]: events/open-day@2:7 sha256:{H2[:12]} "{EMOJI_LINE}"',  # 9
+    f'[^2]: events/open-day@1:7 sha256:{H1[:12]} "- 活动时间：周三15:00"',  # 10
+    f'[^3]: events/open-day@1:6 sha256:{H1[:12]} "{EMOJI_LINE}"',  # 11
+    f'[^4]: crlf-notice@1:6 sha256:{HC[:12]} "{CRLF_LINE}"',  # 12
+    '[^5]: nowhere@1:1 sha256:12345678 "x"',  # 13
+]
+DRAFT_TEXT = "\n".join(DRAFT_LINES) + "\n"
+"""The editor buffer of answers/a.md (the file on disk holds an older text, DISK_A)."""
+
+DISK_A = f'---\nquestion: 旧稿\n---\n旧稿[^1]。\n\n[^1]: events/open-day@2:7 sha256:{H2[:12]} "{EMOJI_LINE}"\n'
+OLD_DRAFT = (
+    "时间是周四16:30[^1]。活动时间是周四16:30[^2]。\n\n"
+    f'[^1]: events/open-day@1:6 sha256:{H1[:12]} "{EMOJI_LINE}"\n'
+    f'[^2]: events/open-day@2:6 sha256:{H2[:12]} "- 活动时间：周四16:30"\n'
+)
+JSON_LINES = [
+    "{",
+    '  "status": "answered",',
+    '  "claims": [' + json.dumps({
+        "text": "𠮷野家🎉：周四16:30", "quote": EMOJI_LINE, "id": "events/open-day@2:7",
+        "doc_id": "events/open-day", "version": 2, "line": 7, "sha256": H2, "field": "𠮷野家🎉",
+    }, ensure_ascii=False) + "],",
+    '  "missing_fields": [],',
+    '  "context": {"units": ["events/open-day@2:5-8", "crlf-notice@1"]}',
+    "}",
+]
+JSON_TEXT = "\n".join(JSON_LINES) + "\n"
+
+
+def build_workspace(root: Path) -> Path:
+    files = {
+        "grounding.toml": 'index = ":memory:"\ntoday = "2026-05-01"\n',
+        "evidence/events/open-day.md": OPEN_DAY_V2,
+        "evidence/archive/open-day-v1.md": OPEN_DAY_V1,
+        "evidence/crlf.md": CRLF_NOTICE,
+        "answers/a.md": DISK_A,
+        "answers/old.md": OLD_DRAFT,
+        "answers/b.answer.json": JSON_TEXT,
+    }
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text.encode("utf-8"))  # bytes: keep CRLF exactly
+    return root
+
+
+# --------------------------------------------------------------- positions (independent)
+
+
+def units(text: str, encoding: str) -> int:
+    if encoding == "utf-16":
+        return len(text.encode("utf-16-le")) // 2
+    if encoding == "utf-8":
+        return len(text.encode("utf-8"))
+    return len(text)
+
+
+def pos(lines: list[str], line: int, cp_col: int, encoding: str) -> types.Position:
+    return types.Position(line=line, character=units(lines[line][:cp_col], encoding))
+
+
+def rng(lines: list[str], line: int, start: int, end: int, encoding: str,
+        end_line: int | None = None) -> types.Range:
+    return types.Range(start=pos(lines, line, start, encoding),
+                       end=pos(lines, line if end_line is None else end_line, end, encoding))
+
+
+def whole_line(lines: list[str], line: int, encoding: str) -> types.Range:
+    return rng(lines, line, 0, len(lines[line]), encoding)
+
+
+def col_of(line_text: str, needle: str) -> int:
+    at = line_text.find(needle)
+    assert at >= 0, f"{needle!r} not in {line_text!r}"
+    return at
+
+
+def test_reference_columns_differ_between_encodings() -> None:
+    line = DRAFT_LINES[5]
+    at = col_of(line, "[^1]")
+    assert (at, units(line[:at], "utf-16"), units(line[:at], "utf-8")) == (11, 13, 25)
+
+
+# ------------------------------------------------------------------------- fixtures
+
+
+@pytest_lsp.fixture(config=CONFIG, params=list(PROFILES), scope="module")
+async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest,
+                 tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[None]:
+    root = build_workspace(tmp_path_factory.mktemp(f"nav-{request.param}").resolve())
+    params = types.InitializeParams(
+        capabilities=client_capabilities(request.param),
+        root_uri=root.as_uri(),
+        workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="nav")],
+    )
+    result = await lsp_client.initialize_session(params)
+    lsp_client.initialize_result = result  # type: ignore[attr-defined]  # read by the tests
+    lsp_client.root = root  # type: ignore[attr-defined]
+    yield
+    await lsp_client.shutdown_session()
+
+
+def root_of(client: LanguageClient) -> Path:
+    return client.root  # type: ignore[attr-defined,no-any-return]
+
+
+def encoding_of(client: LanguageClient) -> str:
+    return client.initialize_result.capabilities.position_encoding  # type: ignore[attr-defined,no-any-return]
+
+
+def uri_of(client: LanguageClient, rel: str) -> str:
+    return (root_of(client) / rel).as_uri()
+
+
+def pull_mode(client: LanguageClient) -> bool:
+    caps = client.capabilities
+    workspace_diags = caps.workspace.diagnostics if caps and caps.workspace else None
+    return bool(caps and caps.text_document and caps.text_document.diagnostic
+                and workspace_diags and workspace_diags.refresh_support)
+
+
+@asynccontextmanager
+async def opened(client: LanguageClient, rel: str, text: str, language: str = "markdown") -> AsyncIterator[str]:
+    """Open a draft, wait until the server has checked it (so the index is ready), close it after."""
+    uri = uri_of(client, rel)
+    client.diagnostics.pop(uri, None)
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        text_document=types.TextDocumentItem(uri=uri, language_id=language, version=1, text=text)))
+    if pull_mode(client):
+        await client.text_document_diagnostic_async(types.DocumentDiagnosticParams(
+            text_document=types.TextDocumentIdentifier(uri=uri)))
+    else:
+        while True:
+            future = client.protocol.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+            if uri in client.diagnostics:
+                break
+            await asyncio.wait_for(asyncio.wrap_future(future), timeout=60)
+    try:
+        yield uri
+    finally:
+        client.text_document_did_close(types.DidCloseTextDocumentParams(
+            text_document=types.TextDocumentIdentifier(uri=uri)))
+
+
+async def hover(client: LanguageClient, uri: str, position: types.Position) -> types.Hover | None:
+    return await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=position))
+
+
+async def definition(client: LanguageClient, uri: str, position: types.Position) -> list[types.Location]:
+    result = await client.text_document_definition_async(types.DefinitionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=position))
+    assert isinstance(result, list)
+    return [loc for loc in result if isinstance(loc, types.Location)]
+
+
+def hover_text(result: types.Hover | None) -> str:
+    assert result is not None
+    assert isinstance(result.contents, types.MarkupContent)
+    assert result.contents.kind == types.MarkupKind.Markdown
+    return result.contents.value
+
+
+def ref_position(line: int, label: str, encoding: str, inside: int = 1) -> types.Position:
+    """A position ``inside`` code points into the reference ``[^label]`` on a draft line."""
+    return pos(DRAFT_LINES, line, col_of(DRAFT_LINES[line], f"[^{label}]") + inside, encoding)
+
+
+def ref_range(line: int, label: str, encoding: str) -> types.Range:
+    at = col_of(DRAFT_LINES[line], f"[^{label}]")
+    return rng(DRAFT_LINES, line, at, at + len(f"[^{label}]"), encoding)
+
+
+def id_to_eol(lines: list[str], line: int, encoding: str) -> types.Range:
+    start = col_of(lines[line], "]: ") + 3
+    return rng(lines, line, start, len(lines[line]), encoding)
+
+
+V2_LINES = OPEN_DAY_V2.splitlines()
+V1_LINES = OPEN_DAY_V1.splitlines()
+CRLF_LINES = CRLF_NOTICE.split("\r\n")[:-1]
+
+
+# ---------------------------------------------------------------------------- hover
+
+
+@in_module_loop
+async def test_hover_on_reference_shows_cited_line_with_two_lines_around(client: LanguageClient) -> None:
+    enc = encoding_of(client)
+    async with opened(client, "answers/a.md", DRAFT_TEXT) as uri:
+        result = await hover(client, uri, ref_position(5, "1", enc))
+    text = hover_text(result)
+    assert result is not None and result.range == ref_range(5, "1", enc)
+    assert text.startswith("**秋季开放日** · `events/open-day@2:7`\n\n")
+    assert ("```text\n"
+            "  5 | 主题：秋季开放日\n"
+            "  6 | - 活动时间：周四16:30\n"
+            "> 7 | - 𠮷野家🎉：周四16:30\n"
+            "  8 | - 签到地点：主楼东门\n"
+            "```") in text
+    assert "- Document: `events/open-day@2` (newest: 2)\n" in text
+    assert "- Status: active\n" in text
+    assert f"- sha256: `{H2[:12]}`\n" in text
+    assert text.endswith("- File: `evidence/events/open-day.md`")
+    assert "Stale" not in text
+
+
+@in_module_loop
+async def test_hover_on_stale_reference_shows_old_and_current_line(client: LanguageClient) -> None:
+    enc = encoding_of(client)
+    async with opened(client, "answers/a.md", DRAFT_TEXT) as uri:
+        moved = await hover(client, uri, ref_position(6, "3", enc, inside=0))
+        gone = await hover(client, uri, ref_position(6, "2", enc, inside=3))
+    text = hover_text(moved)
+    assert moved is not None and moved.range == ref_range(6, "3", enc)
+    assert "**Stale citation:** version 1 is cited; the newest is version 2." in text
+    assert ("Cited line (version 1):\n\n```text\n"
+            "  4 | version: 1\n"
+            "  5 | ---\n"
+            "> 6 | - 𠮷野家🎉：周四16:30\n"
+            "  7 | - 活动时间：周三15:00\n"
+            "```") in text
+    assert ("Current line (version 2): the same text is line 7.\n\n```text\n"
+            "> 7 | - 𠮷野家🎉：周四16:30\n```") in text
+    assert "- Status: inactive — version 2 supersedes it\n" in text
+    assert f"- sha256: `{H1[:12]}`\n" in text
+    assert "- File: `evidence/archive/open-day-v1.md`" in text
+    text = hover_text(gone)
+    assert gone is not None and gone.range == ref_range(6, "2", enc)
+    assert "> 7 | - 活动时间：周三15:00" in text
+    assert "Current line (version 2): no longer present." in text
+
+
+@in_module_loop
+async def test_hover_on_definition_covers_the_id_and_shows_crlf_lines_without_cr(
+    client: LanguageClient,
+) -> None:
+    enc = encoding_of(client)
+    line = DRAFT_LINES[12]
+    async with opened(client, "answers/a.md", DRAFT_TEXT) as uri:
+        result = await hover(client, uri, pos(DRAFT_LINES, 12, col_of(line, "sha256"), enc))
+    text = hover_text(result)
+    start = col_of(line, "crlf-notice")
+    assert result is not None and result.range == rng(DRAFT_LINES, 12, start, start + len("crlf-notice@1:6"), enc)
+    assert "**CRLF 通知** · `crlf-notice@1:6`" in text
+    assert "  4 | ---\n  5 | 主题：换行\n> 6 | - 地点：一号楼🎉\n  7 | - 备注：无\n```" in text
+    assert "\r" not in text
+    assert f"- sha256: `{HC[:12]}`\n" in text
+    assert "- File: `evidence/crlf.md`" in text
+
+
+@in_module_loop
+async def test_hover_on_unknown_source_says_so_and_plain_text_has_no_hover(client: LanguageClient) -> None:
+    enc = encoding_of(client)
+    async with opened(client, "answers/a.md", DRAFT_TEXT) as uri:
+        unknown = await hover(client, uri, ref_position(7, "5", enc))
+        nothing = await hover(client, uri, pos(DRAFT_LINES, 7, 1, enc))
+    assert hover_text(unknown) == "**Unknown source:** no document `nowhere` is in the index (cited as `nowhere@1:1`)."
+    assert unknown is not None and unknown.range == ref_range(7, "5", enc)
+    assert nothing is None
+
+
+@in_module_loop
+async def test_hover_on_json_claim_object_covers_the_object(client: LanguageClient) -> None:
+    enc = encoding_of(client)
+    line = JSON_LINES[2]
+    async with opened(client, "answers/b.answer.json", JSON_TEXT, "json") as uri:
+        result = await hover(client, uri, pos(JSON_LINES, 2, col_of(line, '"quote"'), enc))
+    text = hover_text(result)
+    assert result is not None
+    assert result.range == rng(JSON_LINES, 2, col_of(line, "{"), line.rindex("}") + 1, enc)
+    assert "> 7 | - 𠮷野家🎉：周四16:30" in text
+    assert "- Status: active\n" in text
+
+
+def core_oracle(root: Path, rel: str, text: str) -> tuple[dict[str, Any], int | None]:
+    """The compiled context summary and output tokens, computed by the core in-process."""
+    ws = Workspace.open(root)
+    try:
+        ws.scan()
+        draft = parse_draft(text, "json" if rel.endswith(".json") else "markdown")
+        assert draft.context is not None
+        summary = compile_context(ws.store, ws.store.state, ws.config, draft.context, draft.question or "",
+                                  ws.today()).summary() if draft.context.kind == "query" else {}
+        return summary, ws.check_text(rel, text).output_tokens
+    finally:
+        ws.store.close()
+
+
+@in_module_loop
+async def test_hover_on_context_key_shows_the_compiled_context(client: LanguageClient) -> None:
+    enc = encoding_of(client)
+    summary, output = core_oracle(root_of(client), "answers/a.md", DRAFT_TEXT)
+    async with opened(client, "answers/a.md", DRAFT_TEXT) as uri:
+        result = await hover(client, uri, pos(DRAFT_LINES, 3, 2, enc))
+    text = hover_text(result)
+    assert result is not None and result.range == whole_line(DRAFT_LINES, 3, enc)
+    assert text.startswith("**Context (query):** `周四16:30`\n\n")
+    assert "Limit 1500 tokens, reserve 240, encoding `o200k_base`." in text
+    assert f"Input: {summary['input_tokens']} tokens (the prompt without units: {summary['base_tokens']})." in text
+    kept = summary["kept"]
+    assert [u["unit"] for u in kept] == ["events/open-day@2:5-8"]
+    assert f"Kept units (1):\n- `events/open-day@2:5-8` — {kept[0]['tokens']} tokens" in text
+    assert "Skipped units: none." in text
+    assert output is not None
+    assert text.endswith(f"Output: {output} of 240 reserved tokens (answer wire, within the reserve).")
+
+
+@in_module_loop
+async def test_hover_on_json_context_key_lists_the_units(client: LanguageClient) -> None:
+    enc = encoding_of(client)
+    line = JSON_LINES[4]
+    _, output = core_oracle(root_of(client), "answers/b.answer.json", JSON_TEXT)
+    async with opened(client, "answers/b.answer.json", JSON_TEXT, "json") as uri:
+        result = await hover(client, uri, pos(JSON_LINES, 4, col_of(line, "context") + 1, enc))
+    text = hover_text(result)
+    assert result is not None
+    assert result.range == rng(JSON_LINES, 4, col_of(line, '"context"'), len(line), enc)
+    assert text.startswith("**Context (units)**: 2 unit(s):\n- `events/open-day@2:5-8` — active — ")
+    assert "\n- `crlf-notice@1` — active — " in text
+    assert re.search(r"Input: \d+ tokens \(question and these units as a prompt, `o200k_base`\)\.", text)
+    assert text.endswith(f"Output: {output} tokens (answer wire); no reserve declared.")
+
+
+# ----------------------------------------------------------------------- definition
+
+
+@in_module_loop
+async def test_definition_of_current_citation_is_the_evidence_file_line(client: LanguageClient) -> None:
+    enc = encoding_of(client)
+    async with opened(client, "answers/a.md", DRAFT_TEXT) as uri:
+        from_ref = await definition(client, uri, ref_position(5, "1", enc))
+        from_def = await definition(client, uri, pos(DRAFT_LINES, 9, 0, enc))
+        crlf = await definition(client, uri, ref_position(7, "4", enc))
+    expected = types.Location(uri=uri_of(client, "evidence/events/open-day.md"),
+                              range=whole_line(V2_LINES, 6, enc))
+    assert from_ref == [expected]
+    assert from_def == [expected]
+    assert expected.range.end.character == {"utf-16": 16, "utf-8": 30}[enc]
+    assert crlf == [types.Location(uri=uri_of(client, "evidence/crlf.md"), range=whole_line(CRLF_LINES, 5, enc))]
+
+
+@in_module_loop
+async def test_definition_of_old_version_is_a_read_only_virtual_document(client: LanguageClient) -> None:
+    enc = encoding_of(client)
+    async with opened(client, "answers/a.md", DRAFT_TEXT) as uri:
+        locations = await definition(client, uri, ref_position(6, "3", enc))
+        unknown = await client.text_document_definition_async(types.DefinitionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=ref_position(7, "5", enc)))
+    assert locations == [types.Location(uri="grounding-evidence:/events%2Fopen-day@1",
+                                        range=whole_line(V1_LINES, 5, enc))]
+    assert unknown is None
+    content = await client.protocol.send_request_async("grounding/versionText",
+                                                       {"uri": locations[0].uri})
+    assert content.text == OPEN_DAY_V1
+    assert content.readOnly is True
+    assert content.docId == "events/open-day" and content.version == 1
+    assert content.title == "秋季开放日（旧） (events/open-day@1, read-only)"
+    assert content.path == "evidence/archive/open-day-v1.md"
+    assert await client.protocol.send_request_async(
+        "grounding/versionText", {"uri": "grounding-evidence:/events%2Fopen-day@9"}) is None
+
+
+# ----------------------------------------------------------------------- references
+
+
+def references_params(uri: str, line: int, declaration: bool) -> types.ReferenceParams:
+    return types.ReferenceParams(
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        position=types.Position(line=line, character=3),
+        context=types.ReferenceContext(include_declaration=declaration),
+    )
+
+
+def spans_json_claim(encoding: str) -> types.Range:
+    line = JSON_LINES[2]
+    return rng(JSON_LINES, 2, col_of(line, "{"), line.rindex("}") + 1, encoding)
+
+
+@in_module_loop
+async def test_references_from_an_evidence_line_list_every_citation_of_it(client: LanguageClient) -> None:
+    enc = encoding_of(client)
+    evidence = uri_of(client, "evidence/events/open-day.md")
+    old_lines = OLD_DRAFT.splitlines()
+    async with opened(client, "answers/a.md", DRAFT_TEXT) as a_uri:
+        found = await client.text_document_references_async(references_params(evidence, 6, True))
+        without = await client.text_document_references_async(references_params(evidence, 6, False))
+    assert found is not None and list(found) == [
+        types.Location(uri=evidence, range=whole_line(V2_LINES, 6, enc)),
+        # open buffer, not the file on disk: [^1] cites @2:7, [^3] cites @1:6 (same text)
+        types.Location(uri=a_uri, range=id_to_eol(DRAFT_LINES, 9, enc)),
+        types.Location(uri=a_uri, range=id_to_eol(DRAFT_LINES, 11, enc)),
+        types.Location(uri=uri_of(client, "answers/b.answer.json"), range=spans_json_claim(enc)),
+        types.Location(uri=uri_of(client, "answers/old.md"), range=id_to_eol(old_lines, 2, enc)),
+    ]
+    assert without is not None and list(without) == list(found)[1:]
+
+
+@in_module_loop
+async def test_references_from_the_archived_version_and_the_virtual_document(client: LanguageClient) -> None:
+    enc = encoding_of(client)
+    archive = uri_of(client, "evidence/archive/open-day-v1.md")
+    async with opened(client, "answers/a.md", DRAFT_TEXT) as a_uri:
+        from_file = await client.text_document_references_async(references_params(archive, 6, False))
+        from_virtual = await client.text_document_references_async(
+            references_params("grounding-evidence:/events%2Fopen-day@1", 6, False))
+        nothing = await client.text_document_references_async(
+            references_params(uri_of(client, "evidence/events/open-day.md"), 7, False))
+    assert from_file is not None
+    assert list(from_file) == [types.Location(uri=a_uri, range=id_to_eol(DRAFT_LINES, 10, enc))]
+    assert from_virtual is not None and list(from_virtual) == list(from_file)
+    assert nothing is not None and list(nothing) == []
+

@@ -1,0 +1,162 @@
+"""server/features/navigation.py without a server: URIs, targets, hover text, references (SPEC §10)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from grounding_core.config import Config
+from grounding_core.drafts import parse_draft
+from grounding_core.model import CitationRef, Span
+from grounding_core.state import Event, IndexState
+from server.features.navigation import (
+    CitationTarget,
+    ContextTarget,
+    citation_hover,
+    citing_spans,
+    locate,
+    numbered_lines,
+    parse_version_uri,
+    record_for_path,
+    target_at,
+    version_uri,
+)
+
+TODAY = dt.date(2026, 5, 1)
+V1 = "---\nversion: 1\n---\n- a：1\n- b：2\n"
+V2 = "---\nversion: 2\n---\n- b：2\n- a：3\n```x\n"
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def state() -> IndexState:
+    return IndexState().apply([
+        Event(1, "import", "events/day", 1, sha(V1), "old/day.md", V1, True),
+        Event(2, "import", "events/day", 2, sha(V2), "events/day.md", V2, True),
+    ])
+
+
+CONFIG = Config(root=Path("/ws"))
+
+
+# ------------------------------------------------------------------------------ URIs
+
+
+@pytest.mark.parametrize("doc_id", ["schedule", "events/open-day", "通知/𠮷野家🎉", "a%b#c?d"])
+def test_version_uri_round_trips_and_keeps_doc_id_in_one_segment(doc_id: str) -> None:
+    uri = version_uri(doc_id, 3)
+    assert uri.startswith("grounding-evidence:/")
+    assert "/" not in uri[len("grounding-evidence:/"):]
+    assert parse_version_uri(uri) == (doc_id, 3)
+
+
+def test_version_uri_encodes_slash_and_parses_client_reencodings() -> None:
+    assert version_uri("events/open-day", 1) == "grounding-evidence:/events%2Fopen-day@1"
+    assert parse_version_uri("grounding-evidence:/events/open-day%401") == ("events/open-day", 1)
+    assert parse_version_uri("grounding-evidence:///events/open-day@1") == ("events/open-day", 1)
+    assert parse_version_uri("file:///events/open-day@1") is None
+    assert parse_version_uri("grounding-evidence:/events@01") is None
+
+
+# --------------------------------------------------------------------------- targets
+
+
+DRAFT = (
+    "---\nquestion: q\ncontext:\n  units: [events/day@2]\nfields: [a]\n---\n"
+    "a是3[^1]。`[^1]`\n\n"
+    '[^1]: events/day@2:5 sha256:abcdef12 "- a：3"\n'
+    '[^9]: events/day@1:4 sha256:abcdef12 "- a：1"\n'
+    "[^8]: bad\n"
+)
+
+
+def test_markdown_targets_reference_definition_and_context_block() -> None:
+    draft = parse_draft(DRAFT)
+    ref = target_at(draft, 6, 5)
+    assert isinstance(ref, CitationTarget) and ref.span == Span.line(6, 3, 7) and ref.used
+    assert target_at(draft, 6, 7) == ref  # just after the reference
+    assert target_at(draft, 6, 10) is None  # inside a code span: not a reference
+    definition = target_at(draft, 8, 30)
+    assert isinstance(definition, CitationTarget) and definition.span == Span.line(8, 6, 20)
+    unused = target_at(draft, 9, 0)
+    assert isinstance(unused, CitationTarget) and not unused.used
+    assert unused.citation == CitationRef("events/day", 1, 4)
+    assert target_at(draft, 10, 2) is None  # malformed: the diagnostic says why
+    assert target_at(draft, 3, 4) == ContextTarget(Span(2, 0, 3, 23))
+    assert target_at(draft, 2, 0) == ContextTarget(Span(2, 0, 3, 23))
+    assert target_at(draft, 4, 0) is None
+    assert target_at(draft, 99, 0) is None
+
+
+# ----------------------------------------------------------------------------- hover
+
+
+def test_numbered_lines_marks_the_cited_line_and_aligns_numbers() -> None:
+    lines = [f"l{n}" for n in range(1, 12)]
+    assert numbered_lines(lines, 10) == "   8 | l8\n   9 | l9\n> 10 | l10\n  11 | l11"
+    assert numbered_lines(lines, 1, around=0) == "> 1 | l1"
+
+
+def test_hover_of_unknown_version_line_and_never_indexed_version() -> None:
+    index = state()
+
+    def text(doc_id: str, version: int, line: int, quote: str | None = None) -> str:
+        target = CitationTarget(Span.line(0, 0, 1), CitationRef(doc_id, version, line), "abcdef12", quote)
+        return citation_hover(target, index, CONFIG, TODAY)
+
+    assert "**Unknown version:** `events/day` has no version 7; the newest is version 2." in text("events/day", 7, 1)
+    unknown_line = text("events/day", 2, 40)
+    assert "**Unknown line:** `events/day@2` has 6 lines; line 40 does not exist." in unknown_line
+    assert "the citation's `abcdef12` does not match" in unknown_line
+    assert "- File: `evidence/events/day.md`" in unknown_line
+
+
+def test_hover_fence_outgrows_backticks_in_the_evidence() -> None:
+    index = state()
+    target = CitationTarget(Span.line(0, 0, 1), CitationRef("events/day", 2, 5), sha(V2)[:12], None)
+    hover = citation_hover(target, index, CONFIG, TODAY)
+    assert "````text\n  3 | ---\n  4 | - b：2\n> 5 | - a：3\n  6 | ```x\n````" in hover
+    assert "- Status: active" in hover
+
+
+def test_never_indexed_old_version_uses_the_quote_for_the_current_line() -> None:
+    index = IndexState().apply([Event(1, "import", "d", 3, sha(V2), "d.md", V2, True)])
+    target = CitationTarget(Span.line(0, 0, 1), CitationRef("d", 1, 9), "abcdef12", "- a：3")
+    hover = citation_hover(target, index, CONFIG, TODAY)
+    assert "which was never indexed" in hover
+    assert "Current line (version 3): the quoted text is line 5." in hover
+
+
+# ----------------------------------------------------------------- location, references
+
+
+def test_locate_opens_old_versions_and_changed_files_as_virtual_documents(tmp_path: Path) -> None:
+    index = state()
+    (tmp_path / "events").mkdir()
+    (tmp_path / "events/day.md").write_text(V2)
+    current = locate(CitationRef("events/day", 2, 4), index, tmp_path, lambda rel: f"file:///{rel}")
+    assert current is not None and (current.uri, current.line, current.virtual) == ("file:///events/day.md", 4, False)
+    old = locate(CitationRef("events/day", 1, 4), index, tmp_path, lambda rel: f"file:///{rel}")
+    assert old is not None and old.uri == "grounding-evidence:/events%2Fday@1" and old.virtual
+    (tmp_path / "events/day.md").write_text(V2 + "changed\n")
+    changed = locate(CitationRef("events/day", 2, 4), index, tmp_path, lambda rel: f"file:///{rel}")
+    assert changed is not None and changed.virtual
+    assert locate(CitationRef("events/day", 2, 99), index, tmp_path, str) is None
+
+
+def test_citing_spans_match_same_text_in_any_version() -> None:
+    index = state()
+    draft = parse_draft(
+        "x是2[^1]。y是2[^2]。z是1[^3]。\n\n"
+        '[^1]: events/day@1:5 sha256:abcdef12 "- b：2"\n'
+        '[^2]: events/day@2:4 sha256:abcdef12 "- b：2"\n'
+        '[^3]: events/day@1:4 sha256:abcdef12 "- a：1"\n'
+    )
+    assert citing_spans(draft, "events/day", 2, 4, "- b：2", index) == [Span.line(2, 6, 44), Span.line(3, 6, 44)]
+    assert record_for_path(index, "old/day.md") is not None
+    assert record_for_path(index, "nothing.md") is None
