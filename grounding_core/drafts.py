@@ -402,6 +402,9 @@ def _read_draft_front_matter(draft: ParsedDraft, content: str) -> None:
     except yaml.YAMLError as exc:
         malformed(f"not valid YAML ({getattr(exc, 'problem', None) or exc})")
         return
+    except RecursionError:
+        malformed("nested too deeply to read")
+        return
     if node is None:
         return
     if not isinstance(node, yaml.MappingNode):
@@ -447,7 +450,7 @@ def parse_context_node(node: Any) -> ContextSpec:
     if isinstance(node, yaml.Node):
         try:
             value = yaml.safe_load(yaml.serialize(node))
-        except yaml.YAMLError:
+        except (yaml.YAMLError, RecursionError):
             return ContextSpec("units", error="context is not valid YAML")
     else:
         value = node
@@ -562,6 +565,9 @@ def parse_json_answer(text: str) -> ParsedDraft:
             malformed(Span.line(line, col, col + 1), f"not valid JSON: {exc.msg}")
         else:
             malformed(FIRST_LINE, str(exc))
+        return draft
+    except RecursionError:
+        malformed(FIRST_LINE, "not valid JSON for an answer: it is nested too deeply")
         return draft
     try:
         spans = json_source_map.calculate(text)

@@ -132,6 +132,11 @@ def parse_front_matter(lines: Sequence[str]) -> FrontMatter:
             "invalid-front-matter", f"front matter is not valid YAML: {problem}", line=line,
             hint="Fix the YAML between the '---' lines.",
         ) from None
+    except RecursionError:
+        raise EvidenceError(
+            "invalid-front-matter", "front matter is nested too deeply to read", line=2,
+            hint="Front matter keys take single values; remove the nesting.",
+        ) from None
     values: dict[str, tuple[str, int]] = {}
     if node is None:
         return FrontMatter(end_line=end + 1)

@@ -221,14 +221,19 @@ class Store:
             try:
                 self._catch_up()
                 result = self._scan_locked(config, candidates, refused, progress)
+                state = self._state.apply(result.events) if result.events else self._state
+                if result.events:
+                    # The FTS rows derive from the events: refreshing them in the same
+                    # transaction means a crash leaves both or neither (a refresh after
+                    # COMMIT could be lost for good), and one transaction keeps a
+                    # 100k-line file from costing one FTS commit per line.
+                    self._refresh_fts(state, {e.doc_id for e in result.events})
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
-            if result.events:
-                self._state = self._state.apply(result.events)
-                self._refresh_fts({e.doc_id for e in result.events})
-            result.state = self._state
+            self._state = state
+            result.state = state
         return result
 
     def _scan_locked(
@@ -255,6 +260,8 @@ class Store:
                 continue
             try:
                 data = _read_bytes(abs_path)
+            except FileNotFoundError:
+                continue  # deleted between the walk and the read: treated as absent
             except OSError as exc:
                 refused[rel] = _file_finding("unreadable-evidence", f"cannot read the file: {exc.strerror}")
                 continue
@@ -266,6 +273,7 @@ class Store:
                 fresh[rel] = doc
             if progress is not None:
                 progress(done, len(todo), rel)
+        self._refuse_lowered_versions(rows, fresh)
         # rows for files that vanished are dropped; their versions are revoked below
         self._conn.execute("DELETE FROM files")
         self._conn.executemany(
@@ -296,6 +304,39 @@ class Store:
                 ))
         result.evidence = findings
         return result
+
+    def _refuse_lowered_versions(
+        self, rows: dict[str, FileRow], fresh: dict[str, EvidenceDocument]
+    ) -> None:
+        """A file may not lower its declared version (docs/decisions.md, Index).
+
+        When a re-read file declares version N of a doc_id whose newest known version M > N
+        was imported from this same path, and no file declares M any more, the file is
+        ``invalid-front-matter`` and not indexed (so M is revoked like any version whose
+        front matter broke). Archives that declare older versions in other files are fine.
+        """
+        declared = {(r.doc_id, r.declared_version) for r in rows.values()
+                    if r.problem is None and r.doc_id is not None}
+        for rel, doc in list(fresh.items()):
+            wanted = doc.front.version
+            newest = self._state.newest(doc.doc_id)
+            if (wanted is None or newest is None or newest.version <= wanted
+                    or newest.path != rel or (doc.doc_id, newest.version) in declared):
+                continue
+            line = next((i + 1 for i in range(1, max(doc.front.end_line - 1, 1))
+                         if doc.lines[i].startswith("version")), 1)
+            problem: dict[str, object] = {
+                "name": "invalid-front-matter",
+                "message": f"version: {wanted} is lower than version {newest.version} of"
+                f" {doc.doc_id!r}, which the index already holds from this file; a document's"
+                " versions only go up, so this file is not indexed",
+                "line": line,
+                "hint": f"Declare version {newest.version + 1} (or higher) to publish this"
+                " content; to keep an older version, archive it in another file.",
+            }
+            row = rows[rel]
+            rows[rel] = FileRow(row.path, row.size, row.mtime_ns, row.sha256, None, None, problem)
+            del fresh[rel]
 
     def _parse_row(
         self, rel: str, data: bytes, st: os.stat_result, config: Config
@@ -413,8 +454,11 @@ class Store:
 
     # -- full-text search -------------------------------------------------------------------
 
-    def _refresh_fts(self, doc_ids: Iterable[str]) -> None:
-        state = self._state
+    def _refresh_fts(self, state: IndexState, doc_ids: Iterable[str]) -> None:
+        """Replace the FTS rows of ``doc_ids`` with their newest versions' lines in ``state``.
+
+        Call inside the scan's transaction (see :meth:`scan`).
+        """
         for doc_id in doc_ids:
             self._conn.execute("DELETE FROM lines_fts WHERE doc_id = ?", (doc_id,))
             newest = state.newest(doc_id)

@@ -117,26 +117,47 @@ def describe_difference(expected: str, actual: str) -> str | None:
     if expected == actual:
         return None
     if unicodedata.normalize("NFC", expected) == unicodedata.normalize("NFC", actual):
-        form = "NFD" if unicodedata.is_normalized("NFD", actual) else "a different form"
-        return (
-            f"the quote is in Unicode {form} while the source is NFC; the characters look "
-            "identical but the code points differ"
-        )
+        quote_form, source_form = _normal_form(actual), _normal_form(expected)
+        if quote_form == source_form:
+            forms = "the quote and the source use different Unicode normalisation forms"
+        else:
+            forms = f"the quote is in Unicode {quote_form} while the source is {source_form}"
+        return forms + "; the characters look identical but the code points differ"
     limit = min(len(expected), len(actual))
     index = next((i for i in range(limit) if expected[i] != actual[i]), limit)
     if index == limit:
         if len(actual) > len(expected):
             extra = actual[limit:]
             return f"column {limit + 1}: extra text at the end: {_char_list(extra)}"
-        return f"the quote stops at column {limit + 1}; the source line goes on with {expected[limit:]!r}"
+        rest = expected[limit:]
+        shown = repr(rest[:40]) + (f" and {len(rest) - 40} more characters" if len(rest) > 40 else "")
+        return f"the quote stops at column {limit + 1}; the source line goes on with {shown}"
     return (
         f"column {index + 1}: {_char_name(actual[index])} where the source has "
         f"{_char_name(expected[index])}"
     )
 
 
+def _normal_form(text: str) -> str:
+    if unicodedata.is_normalized("NFC", text):
+        return "NFC"
+    if unicodedata.is_normalized("NFD", text):
+        return "NFD"
+    return "a mixed form"
+
+
+_CONTROL_NAMES = {
+    "\t": "CHARACTER TABULATION", "\n": "LINE FEED", "\x0b": "LINE TABULATION",
+    "\x0c": "FORM FEED", "\r": "CARRIAGE RETURN", "\x85": "NEXT LINE", "\x00": "NULL",
+    "\x1b": "ESCAPE", "\x7f": "DELETE",
+}
+"""Names for control characters, which ``unicodedata.name`` does not know (Unicode aliases)."""
+
+
 def _char_name(ch: str) -> str:
-    name = unicodedata.name(ch, "unnamed character")
+    name = _CONTROL_NAMES.get(ch) or unicodedata.name(ch, "control character"
+                                                      if unicodedata.category(ch) == "Cc"
+                                                      else "unnamed character")
     shown = ch if ch.isprintable() and not ch.isspace() else ""
     return f"U+{ord(ch):04X} {name}" + (f" ({shown})" if shown else "")
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
@@ -144,7 +146,11 @@ def register(server: GroundingServer, state: ServerState) -> None:
             uri = engine.evidence_uri(rel)
             if not findings:
                 continue
-            lines = _file_lines(str(config.evidence_root / rel), fresh=True)
+            full = config.evidence_root / rel
+            # A refused symlink may point outside the evidence root: never read it (SPEC §2);
+            # its findings sit at 1:1, which needs no line text.
+            inside = Path(os.path.realpath(full)).is_relative_to(config.evidence_root)
+            lines = _file_lines(str(full), fresh=True) if inside else ()
             now.add(uri)
             publish(uri, None, [lsp_diagnostic(f, lines, server.position_codec, engine.root_uri_of,
                                                lines_of) for f in findings])

@@ -6,12 +6,18 @@ rescan re-stats and re-hashes, so adds, modifies, deletes and atomic saves all l
 accept ``workspace/didChangeWatchedFiles``, registered dynamically when the client supports
 it. If the OS watcher cannot start (watch limit, unsupported filesystem) it falls back to
 polling with one warning. Evidence is read from disk, never from editor buffers.
+
+Testing hook: with the environment variable ``GROUNDING_FORCE_WATCH_ERROR`` set (any
+non-empty value) the OS watcher fails at start as if the inotify watch limit were reached,
+so the polling fallback can be exercised end to end (tests/robustness/test_storm.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import os
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +32,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 QUIET_PERIOD_MS = 200
+FORCE_WATCH_ERROR_ENV = "GROUNDING_FORCE_WATCH_ERROR"
+"""Set to make the OS watcher fail at start (a testing hook; see the module docstring)."""
 TEMP_SUFFIXES = ("~", ".swp", ".swx", ".tmp", ".part", ".crdownload")
 
 
@@ -157,6 +165,8 @@ async def _watch(ls: GroundingServer, root: Path, stop: asyncio.Event) -> None:
     polling = False
     while not stop.is_set():
         try:
+            if not polling and os.environ.get(FORCE_WATCH_ERROR_ENV):
+                raise OSError(errno.ENOSPC, f"OS file watch limit reached ({FORCE_WATCH_ERROR_ENV})")
             async for _changes in awatch(root, watch_filter=_wanted, debounce=QUIET_PERIOD_MS,
                                          step=50, stop_event=stop, force_polling=polling,
                                          poll_delay_ms=300, recursive=True):

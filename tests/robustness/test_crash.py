@@ -1,0 +1,318 @@
+"""Crash safety of the index (SPEC §4; docs/decisions.md "Index").
+
+An indexer process (``Store.scan`` in a loop) is SIGKILLed 20 times at random points (while
+it reads files; while it appends events, FTS rows and commits; at a random moment; just
+after a committed scan) while the corpus (300 files) changes between and during its runs.
+After every kill the database opens, ``replay(event_count)`` works and equals the live
+state, the log only ever grew (the events seen before are still its prefix), no version is
+lost or duplicated (automatic versions are contiguous and never change content; no import
+repeats what the log already says) and the FTS rows are exactly the newest versions' lines.
+After a final scan, the index equals a fresh index of the same files: same documents,
+newest contents, full-text rows and evidence findings.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from grounding_core.config import Config, load_config
+from grounding_core.model import Finding
+from grounding_core.state import Event, IndexState
+from grounding_core.store import Store
+
+from .helpers import PYTHON, SERVER_ENV
+
+FILES = 300
+ROUNDS = 20
+
+INDEXER = """
+import sys
+from pathlib import Path
+from grounding_core.config import load_config
+from grounding_core.store import Store
+
+append = Store._append
+def announced_append(self, events):
+    print("appending", flush=True)
+    return append(self, events)
+Store._append = announced_append
+
+config = load_config(Path(sys.argv[1]))
+store = Store.for_config(config)
+print("ready", flush=True)
+def progress(done, total, path):
+    print("read", flush=True)
+while True:
+    store.scan(config, progress)
+    print("scanned", flush=True)
+"""
+"""Prints ``read`` after each file it re-reads, ``appending`` when a scan starts writing its
+events (then FTS rows and the commit follow) and ``scanned`` after each committed scan."""
+
+
+class Corpus:
+    """300 evidence files; a fifth declare their version, the rest get automatic versions."""
+
+    def __init__(self, root: Path, rng: random.Random) -> None:
+        self.root = root
+        self.evidence = root / "evidence"
+        self.rng = rng
+        self.generation: dict[int, int] = {}
+        self.declared: dict[int, int] = {}
+        self.deleted: set[int] = set()
+        for i in range(FILES):
+            self.generation[i] = 0
+            if i % 5 == 0:
+                self.declared[i] = 1
+            self.write(i)
+
+    def path(self, i: int) -> Path:
+        return self.evidence / f"d{i % 10}" / f"doc{i:03d}.md"
+
+    def write(self, i: int) -> None:
+        gen = self.generation[i]
+        head = f"---\ndoc_id: declared-{i}\nversion: {self.declared[i]}\n---\n" if i in self.declared else ""
+        body = "".join(f"- 字段{k}：值{i}-{gen}-{k}\n" for k in range(12))
+        path = self.path(i)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{head}主题：主题{i}\n{body}" + "说明文字。" * 40 + "\n", encoding="utf-8")
+
+    def mutate(self, count: int) -> int:
+        """Change ``count`` files (edit, delete or restore); returns how many were written."""
+        written = 0
+        for i in self.rng.sample(range(FILES), count):
+            roll = self.rng.random()
+            if i in self.deleted:
+                self.deleted.discard(i)
+                self.write(i)  # restored with the content it had
+            elif roll < 0.1:
+                self.path(i).unlink()
+                self.deleted.add(i)
+                continue
+            else:
+                self.generation[i] += 1
+                if i in self.declared and roll < 0.9:
+                    self.declared[i] += 1  # otherwise: version-reuse, allowed with a warning
+                self.write(i)
+            written += 1
+        return written
+
+
+def _identity(e: Event) -> tuple[object, ...]:
+    return (e.seq, e.kind, e.doc_id, e.version, e.sha256, e.path, e.text, e.declared, e.reason)
+
+
+def _summary(state: IndexState) -> dict[tuple[str, int], tuple[str, str, bool]]:
+    return {(d, v): (r.sha256, r.path, r.revoked)
+            for d in state.doc_ids() for v, r in state.versions(d).items()}
+
+
+def check_log(events: list[Event]) -> None:
+    """No version lost or duplicated (see the module docstring)."""
+    current: dict[tuple[str, int], tuple[str, str, bool]] = {}
+    automatic_shas: dict[tuple[str, int], str] = {}
+    automatic_versions: dict[str, set[int]] = {}
+    for e in events:
+        key = (e.doc_id, e.version)
+        if e.kind == "import":
+            assert current.get(key) != (e.sha256, e.path, False), f"duplicate import {e}"
+            current[key] = (e.sha256, e.path, False)
+            if not e.declared:
+                assert automatic_shas.setdefault(key, e.sha256) == e.sha256, \
+                    f"automatic version {key} changed content"
+                automatic_versions.setdefault(e.doc_id, set()).add(e.version)
+        else:
+            assert key in current, f"revoke of an unknown version {e}"
+            sha, path, _ = current[key]
+            current[key] = (sha, path, True)
+    for doc_id, versions in automatic_versions.items():
+        assert versions == set(range(1, max(versions) + 1)), f"{doc_id}: versions {sorted(versions)}"
+
+
+def _wait_for(child: subprocess.Popen[str], word: str, count: int = 1) -> bool:
+    """Consume output up to the ``count``-th ``word``; False if a scan committed first."""
+    assert child.stdout is not None
+    while count > 0:
+        line = child.stdout.readline().strip()
+        if line == word:
+            count -= 1
+        elif line in ("scanned", ""):
+            return False
+    return True
+
+
+def _kill_rounds(tmp_path: Path) -> tuple[Config, int]:
+    """Run the indexer ROUNDS times, killing it at a point chosen by the round's mode (see
+    the module docstring); check the index after each kill. Returns the config and the
+    final event count.
+    """
+    rng = random.Random(20261129)
+    corpus = Corpus(tmp_path, rng)
+    config = load_config(tmp_path)
+    seen: list[tuple[object, ...]] = []
+    modes: dict[str, int] = {"reading": 0, "committing": 0, "anytime": 0, "after": 0}
+    for round_no in range(ROUNDS):
+        written = corpus.mutate(rng.randint(30, 120)) if round_no else FILES
+        mode = list(modes)[round_no % 4]
+        child = subprocess.Popen([PYTHON, "-c", INDEXER, str(tmp_path)], env=SERVER_ENV,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout is not None
+            first = child.stdout.readline().strip()
+            assert first == "ready", child.stderr.read() if child.stderr else first
+            finished = False  # a scan committed before the kill
+            if mode == "reading":  # somewhere in the read loop: nothing written yet
+                finished = not _wait_for(child, "read", rng.randint(1, max(1, written // 2)))
+            elif mode == "committing":  # appending events, FTS rows, commit
+                finished = not _wait_for(child, "appending")
+                time.sleep(rng.uniform(0, 0.02))
+            elif mode == "anytime":
+                if rng.random() < 0.5:
+                    finished = not _wait_for(child, "read", rng.randint(1, 10))
+                    corpus.mutate(rng.randint(1, 10))  # the corpus changes under the indexer
+                time.sleep(rng.uniform(0, 0.3))
+            else:  # after a committed scan, in the next one (which rewrites the file rows)
+                finished = _wait_for(child, "scanned")
+                time.sleep(rng.uniform(0, 0.02))
+        finally:
+            child.send_signal(signal.SIGKILL)
+            rest, _ = child.communicate()
+        assert child.returncode == -signal.SIGKILL
+        if not finished and "scanned" not in rest:
+            modes[mode] += 1  # killed before its first scan committed
+        store = Store.for_config(config)
+        try:
+            n = store.event_count()
+            replayed = store.replay(n)
+            assert _summary(replayed) == _summary(store.state)
+            events = store.events()
+            identities = [_identity(e) for e in events]
+            assert identities[: len(seen)] == seen, "the log lost or rewrote events"
+            seen = identities
+            check_log(events)
+            assert _fts_rows(store) == _expected_fts(store.state), "FTS out of step with the log"
+        finally:
+            store.close()
+    print(f"kills before the scan committed, by mode: {modes}")
+    assert modes["reading"] >= 3 and modes["after"] == 0, modes
+    return config, len(seen)
+
+
+def _fts_rows(store: Store) -> set[tuple[str, int, int, str]]:
+    rows = store._conn.execute("SELECT doc_id, version, line, text FROM lines_fts").fetchall()
+    return {(r[0], int(r[1]), int(r[2]), r[3]) for r in rows}
+
+
+def _expected_fts(state: IndexState) -> set[tuple[str, int, int, str]]:
+    """What the FTS table must hold: the non-blank body lines of every newest version."""
+    out = set()
+    for doc_id in state.doc_ids():
+        newest = state.newest(doc_id)
+        assert newest is not None
+        doc = state.document(newest)
+        out.update((doc_id, newest.version, i, text) for i, text in enumerate(doc.lines, 1)
+                   if text.strip() and not doc.is_front_matter_line(i))
+    return out
+
+
+def _current(state: IndexState) -> dict[str, tuple[str, str]]:
+    out = {}
+    for doc_id in state.doc_ids():
+        newest = state.newest(doc_id)
+        if newest is not None and not newest.revoked:
+            out[doc_id] = (newest.sha256, newest.text)
+    return out
+
+
+def _problems(evidence: dict[str, list[Finding]]) -> dict[str, list[str]]:
+    """Evidence finding names by path, except version-reuse (which depends on history)."""
+    return {p: [f.name for f in fs if f.name != "version-reuse"] for p, fs in evidence.items()}
+
+
+def test_sigkilled_indexer_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    config, events = _kill_rounds(tmp_path)
+    assert events > FILES, "the indexer never got far enough to be tested"
+    store = Store.for_config(config)
+    fresh = Store.for_config(config.with_overrides(index=str(tmp_path / "fresh.sqlite")))
+    try:
+        final = store.scan(config)
+        again = fresh.scan(config)
+        assert _current(final.state) == _current(again.state)
+        assert len(_current(final.state)) > FILES * 0.8
+        current = _current(final.state)
+        assert ({(d, line, text) for d, _v, line, text in _fts_rows(store) if d in current}
+                == {(d, line, text) for d, _v, line, text in _fts_rows(fresh)})
+        assert _fts_rows(store) == _expected_fts(store.state)
+        assert _problems(final.evidence) == _problems(again.evidence)
+        assert store.replay(store.event_count()).doc_ids() == store.state.doc_ids()
+        check_log(store.events())
+    finally:
+        store.close()
+        fresh.close()
+
+
+# ------------------------------------------------------------ deterministic interruptions
+
+
+def _workspace(tmp_path: Path) -> Config:
+    for i in range(5):
+        path = tmp_path / "evidence" / f"doc{i}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"主题：主题{i}\n- 字段：值{i}\n", encoding="utf-8")
+    return load_config(tmp_path)
+
+
+class Interrupted(BaseException):
+    """Stands in for a kill at a chosen point (a BaseException, like KeyboardInterrupt)."""
+
+
+@pytest.mark.parametrize("where", ["progress", "fts"])
+def test_a_scan_interrupted_midway_commits_nothing_and_the_next_redoes_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    config = _workspace(tmp_path)
+    store = Store.for_config(config)
+    try:
+        def stop(*_args: object) -> None:
+            raise Interrupted
+
+        if where == "fts":
+            monkeypatch.setattr(Store, "_refresh_fts", stop)  # after the events were appended
+            with pytest.raises(Interrupted):
+                store.scan(config)
+            monkeypatch.undo()
+        else:
+            with pytest.raises(Interrupted):
+                store.scan(config, progress=stop)
+        assert store.event_count() == 0 and store.state.doc_ids() == []
+        assert _fts_rows(store) == set()
+        result = store.scan(config)
+        assert len(result.events) == 5
+        assert _fts_rows(store) == _expected_fts(store.state)
+        assert {row[0] for row in _fts_rows(store)} == {f"doc{i}" for i in range(5)}
+    finally:
+        store.close()
+
+
+def test_reopened_index_replays_to_the_same_state(tmp_path: Path) -> None:
+    config = _workspace(tmp_path)
+    store = Store.for_config(config)
+    store.scan(config)
+    (tmp_path / "evidence" / "doc0.md").write_text("主题：主题0\n- 字段：改了\n", encoding="utf-8")
+    os.remove(tmp_path / "evidence" / "doc1.md")
+    store.scan(config)
+    before = _summary(store.state)
+    store.close()
+    reopened = Store.for_config(config)
+    try:
+        assert _summary(reopened.state) == before
+        assert _summary(reopened.replay(reopened.event_count())) == before
+        assert reopened.scan(config).events == []
+    finally:
+        reopened.close()
