@@ -30,7 +30,7 @@ from markdown_it.token import Token
 from mdit_py_plugins.footnote import footnote_plugin
 from mdit_py_plugins.front_matter import front_matter_plugin
 
-from .evidence import DOC_ID_FORBIDDEN
+from .evidence import DOC_ID_FORBIDDEN, YAML_LOADER, front_matter_too_deep
 from .model import FIRST_LINE, CitationRef, Claim, Finding, Span
 from .text import LineIndex, has_letter_or_digit, split_lines
 
@@ -397,8 +397,11 @@ def _read_draft_front_matter(draft: ParsedDraft, content: str) -> None:
         draft.subject = None
         draft.context = None
 
+    if front_matter_too_deep(content):
+        malformed("nested too deeply to read")
+        return
     try:
-        node = yaml.compose(content, Loader=yaml.SafeLoader)
+        node = yaml.compose(content, Loader=YAML_LOADER)
     except yaml.YAMLError as exc:
         malformed(f"not valid YAML ({getattr(exc, 'problem', None) or exc})")
         return

@@ -26,6 +26,38 @@ FRONT_MATTER_KEYS = ("doc_id", "subject", "title", "version", "status", "effecti
 STATUSES = ("active", "revoked")
 
 
+YAML_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""PyYAML's safe loader on libyaml when the wheel has it (about 10x faster), else pure Python."""
+
+
+MAX_FRONT_MATTER_NESTING = 64
+"""Front matter nested deeper than this (brackets, or block indicators on one line) is
+refused before a YAML parser sees it: PyYAML's scanner slows down badly on deep flow
+nesting and libyaml's composer can overflow the C stack (a crash, not an exception)."""
+
+_BRACKETS = re.compile(r"[\[\]{}]")
+_BLOCK_RUN = re.compile(r"(?:[-?:](?:[ \t]+|$))+")
+
+
+def front_matter_too_deep(source: str) -> bool:
+    """True when YAML ``source`` may nest deeper than :data:`MAX_FRONT_MATTER_NESTING`.
+
+    Counts open flow brackets (an upper bound: brackets inside quoted strings count too)
+    and the block indicators (``- ``, ``? ``, ``: ``) that start one line. Cheap: one regex
+    pass over the text.
+    """
+    depth = 0
+    for match in _BRACKETS.finditer(source):
+        depth += 1 if match[0] in "[{" else -1
+        if depth > MAX_FRONT_MATTER_NESTING:
+            return True
+    for line in source.split("\n"):
+        run = _BLOCK_RUN.match(line.lstrip(" "))
+        if run is not None and sum(run[0].count(c) for c in "-?:") > MAX_FRONT_MATTER_NESTING:
+            return True
+    return False
+
+
 class EvidenceError(ValueError):
     """A file that cannot be indexed. ``name`` is the SPEC §7 name, ``line`` 1-based."""
 
@@ -117,13 +149,15 @@ def parse_front_matter(lines: Sequence[str]) -> FrontMatter:
             "front matter opened with '---' on line 1 is never closed",
             hint="Add a closing '---' line after the front matter keys.",
         ) from None
-    simple = _simple_entries(lines[1:end])
-    if simple is not None:
-        return _front_matter_from(
-            {key: (value, line) for key, value, line in simple if key in FRONT_MATTER_KEYS}, end + 1)
     source = "\n".join(lines[1:end])
+    if front_matter_too_deep(source):
+        raise EvidenceError(
+            "invalid-front-matter",
+            f"front matter is nested too deeply to read (more than {MAX_FRONT_MATTER_NESTING} levels)",
+            line=2, hint="Front matter keys take single values; remove the nesting.",
+        )
     try:
-        node = yaml.compose(source, Loader=yaml.SafeLoader)
+        node = yaml.compose(source, Loader=YAML_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = (mark.line + 2) if mark is not None else 1
@@ -165,34 +199,6 @@ def parse_front_matter(lines: Sequence[str]) -> FrontMatter:
             )
         values[key] = (str(value_node.value), line)
     return _front_matter_from(values, end + 1)
-
-
-_SIMPLE_ENTRY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*): ([^-?:,\[\]{}#&*!|>'\"%@`\s].*)")
-_YAML_NULLS = ("~", "null", "Null", "NULL")
-
-
-def _simple_entries(body: Sequence[str]) -> list[tuple[str, str, int]] | None:
-    """Front matter in the common simple shape, read without a YAML parser (speed only).
-
-    The shape: one or more lines ``key: value``, each key a distinct identifier at column 0
-    and each value a one-line plain scalar that YAML reads verbatim as a non-null string
-    (printable, no leading indicator, no ``": "``, ``" #"``, trailing ``:`` or trailing
-    space). Returns ``[(key, value, 1-based file line)]``, or None for anything else, which
-    then goes through PyYAML exactly as before (pure PyYAML costs ~1.5 ms per file).
-    """
-    out: list[tuple[str, str, int]] = []
-    seen: set[str] = set()
-    for number, line in enumerate(body, 2):
-        match = _SIMPLE_ENTRY.fullmatch(line)
-        if match is None or not line.isprintable():
-            return None
-        key, value = match[1], match[2]
-        if (key in seen or value in _YAML_NULLS or ": " in value or " #" in value
-                or value.endswith((":", " "))):
-            return None
-        seen.add(key)
-        out.append((key, value, number))
-    return out or None
 
 
 def _front_matter_from(values: dict[str, tuple[str, int]], end_line: int) -> FrontMatter:

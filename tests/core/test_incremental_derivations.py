@@ -13,6 +13,7 @@ import hashlib
 import random
 
 import pytest
+import yaml
 
 import grounding_core.evidence as evidence
 from grounding_core.state import Event, IndexState, ParseCache, ParseSettings
@@ -88,23 +89,33 @@ def _outcome(lines: list[str]) -> object:
         return (exc.name, exc.message, exc.line, exc.hint)
 
 
-def test_simple_front_matter_reads_like_pyyaml(monkeypatch: pytest.MonkeyPatch) -> None:
+def _kind(outcome: object) -> object:
+    """A parsed front matter as is; a YAML syntax error by name only (the two loaders word
+    their syntax errors differently)."""
+    if isinstance(outcome, tuple) and "not valid YAML" in str(outcome[1]):
+        return outcome[0]
+    return outcome
+
+
+def test_libyaml_front_matter_reads_like_pure_pyyaml(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The libyaml loader (speed) and the pure-Python loader agree on random front matter.
+
+    Tabs and U+0085 are left out of the alphabet: there the two disagree (libyaml refuses a
+    trailing tab that pure PyYAML accepts), and Grounding follows libyaml when it is there.
+    """
     rng = random.Random(9)
     keys = ["doc_id", "version", "title", "subject", "status", "effective_from",
             "effective_until", "other", "True", "_x"]
-    first = ["a", "Z", "1", "0", "中", "😀", ".", "+", "=", "(", "/", "$", "^", "~", "n", "N",
-             "y", "2026-01-01", "12:30", "0x1", "\xa0", "<", "-", "?", "'", '"', "!", "&", "#"]
-    rest = ["a", " ", ":", "#", ",", "[", "]", "{", "}", "'", '"', "-", "?", "!", "&", "*",
-            "|", ">", "%", "@", "`", "中", ".", "\\", "/", "ull", "e3", "\t", "\x85", "\u2028"]
-    fast = 0
-    for _ in range(5000):
+    first = ["a", "Z", "1", "0", "中", "😀", "2026-01-01", "12:30", "0x1", "n", "N", "y", "~",
+             "'", '"', ".", "-", "[", "{", "#"]
+    rest = ["a", " ", ":", "#", ",", "中", ".", "/", "ull", "e3", "-", "'", '"', "]", "}"]
+    assert evidence.YAML_LOADER is getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    for _ in range(3000):
         body = [rng.choice(keys) + rng.choice([": ", ": ", ":", ":  "]) + rng.choice(first)
                 + "".join(rng.choice(rest) for _ in range(rng.randint(0, 5)))
                 for _ in range(rng.randint(1, 3))]
         lines = ["---", *body, "---"]
-        fast += evidence._simple_entries(body) is not None
-        quick = _outcome(lines)
+        quick = _kind(_outcome(lines))
         with monkeypatch.context() as m:
-            m.setattr(evidence, "_simple_entries", lambda body: None)
-            assert _outcome(lines) == quick, body
-    assert fast > 300
+            m.setattr(evidence, "YAML_LOADER", yaml.SafeLoader)
+            assert _kind(_outcome(lines)) == quick, body
