@@ -91,7 +91,8 @@ def _outcome(lines: list[str]) -> object:
 
 def _kind(outcome: object) -> object:
     """A parsed front matter as is; a YAML syntax error by name only (the two loaders word
-    their syntax errors differently)."""
+    their syntax errors differently).
+    """
     if isinstance(outcome, tuple) and "not valid YAML" in str(outcome[1]):
         return outcome[0]
     return outcome
