@@ -2,13 +2,14 @@
 // the way a writer would see it. Started by run.sh, which passes everything through E2E_* env.
 //
 // Checks (each reported PASS/FAIL; exit status 1 if any failed):
-//   untrusted    before trust is granted the server is not started and the status bar says so
-//   activation   the extension's status bar item / output appears once the workspace is trusted
+//   untrusted    with trust declined, opening the draft starts no server; status bar + warning say so
+//   activation   granting trust (Manage Workspace Trust > Trust) starts the server; a status arrives
 //   problems     the Problems panel lists every expected GR code for the draft
 //   hover        hovering a stale citation shows the cited source line's text
 //   quickfix     Ctrl+. on a stale citation offers "Re-anchor"; applying it removes that error
 //   statusbar    the status bar shows the draft's status (answered/partial/abstain/conflict)
 //   commands     "Reindex evidence" and "Show field conflicts" reach the server and show results
+//   settings     changing grounding.strict restarts the server with it in initializationOptions
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -23,6 +24,7 @@ const SHOTS = env.E2E_SCREENSHOTS ?? path.resolve('screenshots');
 const PROFILE = env.E2E_CHROMIUM_PROFILE ?? fs.mkdtempSync('/tmp/e2e-chromium-');
 const GROUNDING = env.E2E_GROUNDING ?? 'grounding';
 const STATUSES = ['answered', 'partial', 'abstain', 'conflict'];
+const USER_DATA = env.E2E_USER_DATA; // code-server's --user-data-dir: settings and logs
 
 const t0 = Date.now();
 const log = (msg) => console.log(`[e2e.mjs ${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s] ${msg}`);
@@ -90,6 +92,26 @@ function cliReport(draft) {
   }
 }
 
+/** Text of every *Grounding* output channel log under the user-data dir (all sessions). */
+function outputChannelLogs() {
+  const out = [];
+  const walk = (dir) => {
+    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+      const p = path.join(dir, entry.name);
+      if (entry.isDirectory()) {
+        walk(p);
+      } else if (/Grounding\.log$/.test(entry.name)) {
+        out.push(fs.readFileSync(p, 'utf8'));
+      }
+    }
+  };
+  const logs = path.join(USER_DATA ?? '', 'logs');
+  if (USER_DATA !== undefined && fs.existsSync(logs)) {
+    walk(logs);
+  }
+  return out.join('\n');
+}
+
 /** The CLI's conflict list (grounding conflicts --format json), or undefined. */
 function cliConflicts() {
   const run = spawnSync(GROUNDING, ['conflicts', '--root', WORKSPACE, '--format', 'json'], {
@@ -151,7 +173,7 @@ async function openFile(page, relPath) {
     .first()
     .waitFor({ state: 'visible', timeout: 20000 });
   await page.keyboard.press('Enter');
-  await page.locator(`.tabs-container .tab[aria-label^="${base}"]`).first().waitFor({ timeout: 20000 });
+  await page.locator(`.tabs-container .tab.active[aria-label^="${base}"]`).first().waitFor({ timeout: 20000 });
   await page.locator('.editor-instance .monaco-editor .view-lines').first().waitFor({ timeout: 20000 });
 }
 
@@ -271,45 +293,66 @@ async function main() {
     log(`workbench loaded: ${await page.title()}`);
     await shot(page, 'workbench');
 
-    // --- restricted mode: before trust is granted the server must not start, and the user is told
-    const trustButton = page.getByRole('button', { name: /Yes, I trust the authors/i });
+    // --- restricted mode: decline the startup trust prompt, open the draft: the server must not
+    // start, and the user is told (status bar item + warning)
+    const noTrustButton = page.getByRole('button', { name: /No, I don't trust the authors/i });
     let dialog = false;
     try {
-      await trustButton.waitFor({ state: 'visible', timeout: 30000 });
+      await noTrustButton.waitFor({ state: 'visible', timeout: 30000 });
       dialog = true;
     } catch {
       log('no trust dialog appeared (workspace already trusted?)');
     }
     if (dialog) {
+      await shot(page, 'trust-dialog');
+      await noTrustButton.click();
+      log('declined the trust prompt: Restricted Mode');
+      await openFile(page, draft);
+      log(`opened ${draft} in Restricted Mode`);
       try {
         const item = await waitFor(
           'the restricted-mode status bar item',
           async () => (await statusBarItem(page, 'Grounding: restricted')) ?? null,
           20000,
         );
-        record('untrusted', true, `before trust: "${item.text}" (${item.label})`);
+        const toast = await waitFor(
+          'the "not trusted" warning',
+          async () => (await toasts(page)).find((t) => /not trusted/i.test(t)) ?? null,
+          20000,
+        );
+        const started = outputChannelLogs().includes('server started');
+        record(
+          'untrusted',
+          !started,
+          `status bar "${item.text}" (${item.label}); warning "${toast.trim().slice(0, 90)}…"` +
+            (started ? '; BUT the output channel says the server started' : '; server not started'),
+        );
       } catch (error) {
         record('untrusted', false, error.message);
       }
-      await shot(page, 'trust-dialog');
-      // --- trust the workspace (the startup prompt is a modal dialog)
-      await trustButton.click();
+      await shot(page, 'restricted-mode');
+      // --- grant trust as a person would: Manage Workspace Trust, then "Trust"
+      await runCommand(page, 'Workspaces: Manage Workspace Trust');
+      const trust = page.locator('.workspace-trust-editor').getByRole('button', { name: /^Trust$/ }).first();
+      await trust.waitFor({ state: 'visible', timeout: 20000 });
+      await shot(page, 'trust-editor');
+      await trust.click();
       log('workspace trusted');
-      await page.waitForTimeout(1000);
-      await shot(page, 'trusted');
+      await page.locator(`.tabs-container .tab[aria-label^="${path.basename(draft)}"]`).first().click();
+    } else {
+      await openFile(page, draft);
     }
-
-    // --- open the draft
-    await openFile(page, draft);
-    log(`opened ${draft}`);
+    await page.locator(`.tabs-container .tab.active[aria-label^="${path.basename(draft)}"]`).first().waitFor({ timeout: 20000 });
+    log(`${draft} is the active editor`);
     await shot(page, 'draft-open');
 
-    // --- activation: the status bar item appears for a draft once the extension is active
+    // --- activation: once trusted, the server starts and reports the draft's status
     try {
-      const item = await waitFor('the Grounding status bar item', () => statusBarItem(page), 30000);
-      record('activation', true, `status bar item "${item.text}" (${item.label})`);
+      const item = await waitFor('a status from the server', () => statusBarItem(page, 'Grounding status:'), TIMEOUT);
+      record('activation', true, `server started on trust; status bar item "${item.text}"`);
     } catch (error) {
-      record('activation', false, error.message);
+      const item = await statusBarItem(page).catch(() => null);
+      record('activation', false, `${error.message}; item: ${JSON.stringify(item)}`);
     }
 
     // --- Problems panel: the draft's rows must carry every expected code
@@ -483,6 +526,40 @@ async function main() {
     } catch (error) {
       record('commands', false, `${error.message}; toasts: ${JSON.stringify(await toasts(page))}`);
       await shot(page, 'commands-failure');
+    }
+
+    // --- a settings change restarts the server with the new initializationOptions
+    if (USER_DATA === undefined) {
+      log('E2E_USER_DATA not set: skipping the settings check');
+    } else {
+      try {
+        // As a person would: the Settings editor, search, tick the checkbox.
+        await runCommand(page, 'Preferences: Open User Settings');
+        const editor = page.locator('.settings-editor');
+        await editor.waitFor({ state: 'visible', timeout: 20000 });
+        await page.waitForTimeout(1000);
+        await page.keyboard.type('grounding.strict');
+        const item = editor.locator('.setting-item-bool', { hasText: /Strict/ }).first();
+        await item.waitFor({ state: 'visible', timeout: 20000 });
+        await shot(page, 'settings-editor');
+        await item.locator('.setting-value-checkbox').click();
+        await page.waitForTimeout(500);
+        await shot(page, 'settings-strict-on');
+        const wanted = 'initializationOptions: {"evidence":null,"encoding":null,"strict":true}';
+        await waitFor('the client to restart with strict: true', async () => outputChannelLogs().includes(wanted), 30000);
+        // Back to the draft: the restarted server checks it again and reports its status.
+        await page.locator(`.tabs-container .tab[aria-label^="${path.basename(draft)}"]`).first().click();
+        await page.locator(`.tabs-container .tab.active[aria-label^="${path.basename(draft)}"]`).first().waitFor({ timeout: 10000 });
+        const status = await waitFor(
+          'the status bar after the restart',
+          async () => statusBarItem(page, 'Grounding status:'),
+          TIMEOUT,
+        );
+        record('settings', true, `ticking grounding.strict restarted the server with ${wanted.split(': ')[1]}; status bar: "${status.text}"`);
+      } catch (error) {
+        record('settings', false, error.message);
+      }
+      await shot(page, 'after-settings-change');
     }
 
     const finalItem = await statusBarItem(page, 'Grounding status:').catch(() => null);

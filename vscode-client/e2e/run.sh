@@ -205,9 +205,16 @@ prepare_profile() {
   info "$(grep -i 'success\|installed' "$WORK/install-extension.log" | head -1)"
   "$CODE_SERVER" --user-data-dir "$WORK/user-data" --extensions-dir "$WORK/extensions" \
     --list-extensions --show-versions 2>/dev/null | sed 's/^/    extension: /'
+  # grounding.server.path is machine-overridable: in a remote window (code-server is one) VS Code
+  # reads such settings from the Remote ("Machine") settings, not from the browser's User settings.
+  mkdir -p "$WORK/user-data/Machine"
+  cat >"$WORK/user-data/Machine/settings.json" <<EOF
+{
+  "grounding.server.path": "$GROUNDING_BIN"
+}
+EOF
   cat >"$WORK/user-data/User/settings.json" <<EOF
 {
-  "grounding.server.path": "$GROUNDING_BIN",
   "grounding.trace.server": "messages",
   "security.workspace.trust.enabled": true,
   "security.workspace.trust.startupPrompt": "always",
@@ -271,7 +278,7 @@ run_browser() {
   local rc=0
   E2E_URL="http://127.0.0.1:$E2E_PORT" E2E_WORKSPACE="$E2E_WORKSPACE" E2E_DRAFT="$E2E_DRAFT" \
     E2E_EXPECT_CODES="$E2E_EXPECT_CODES" E2E_TIMEOUT="$E2E_TIMEOUT" E2E_SCREENSHOTS="$SCREENSHOTS" \
-    E2E_CHROMIUM_PROFILE="$WORK/chromium" E2E_GROUNDING="$GROUNDING_BIN" \
+    E2E_CHROMIUM_PROFILE="$WORK/chromium" E2E_GROUNDING="$GROUNDING_BIN" E2E_USER_DATA="$WORK/user-data" \
     node "$E2E_DIR/e2e.mjs" || rc=$?
   step "8/8 logs"
   local log

@@ -38,6 +38,8 @@ class Controller implements CommandHost, vscode.Disposable {
   private client: LanguageClient | undefined;
   private queue: Promise<void> = Promise.resolve();
   private untrustedNoticeShown = false;
+  /** launchKey() of the running client. */
+  private startedWith: string | undefined;
   private stopping = false;
 
   constructor(
@@ -79,6 +81,19 @@ class Controller implements CommandHost, vscode.Disposable {
     });
   }
 
+  /** Restarts only when the launch command or the settings sent to the server changed. */
+  restartIfChanged(): void {
+    void this.enqueue(async () => {
+      if (this.client !== undefined && this.startedWith === launchKey()) {
+        this.log('settings changed, but not the server command or its options: no restart');
+        return;
+      }
+      this.log('settings changed: restarting the server');
+      await this.stopNow();
+      await this.startNow();
+    });
+  }
+
   async readyClient(): Promise<LanguageClient | undefined> {
     if (!vscode.workspace.isTrusted) {
       this.tellUntrusted(true);
@@ -101,13 +116,18 @@ class Controller implements CommandHost, vscode.Disposable {
     return this.client;
   }
 
-  private tellUntrusted(force: boolean): void {
+  /**
+   * In Restricted Mode the status bar item always says so. The warning itself is shown when it
+   * matters: when a draft is (or gets) opened, or a command is run (`force`). At startup VS Code's
+   * own trust prompt is usually on screen, and a warning shown behind it would outlive a grant.
+   */
+  tellUntrusted(force: boolean): void {
     this.status.setMode('untrusted');
-    if (this.untrustedNoticeShown && !force) {
+    const draftOpen = vscode.window.visibleTextEditors.some((e) => isDraft(e.document));
+    if (!force && (this.untrustedNoticeShown || !draftOpen)) {
       return;
     }
     this.untrustedNoticeShown = true;
-    this.log('workspace is not trusted: the language server is not started');
     void vscode.window
       .showWarningMessage(
         'Grounding: this workspace is not trusted, so the Grounding language server was not started and citations are not checked. Trust the workspace to start it.',
@@ -122,6 +142,7 @@ class Controller implements CommandHost, vscode.Disposable {
 
   private async startNow(): Promise<void> {
     if (!vscode.workspace.isTrusted) {
+      this.log('workspace is not trusted: the language server is not started');
       this.tellUntrusted(false);
       return;
     }
@@ -131,6 +152,7 @@ class Controller implements CommandHost, vscode.Disposable {
     const folder = vscode.workspace.workspaceFolders?.[0];
     const launch = resolveLaunch(folder);
     const settings = readServerSettings(folder);
+    this.startedWith = launchKey();
     const serverOptions: ServerOptions = {
       command: launch.command,
       args: launch.args,
@@ -225,6 +247,7 @@ class Controller implements CommandHost, vscode.Disposable {
   private async stopNow(): Promise<void> {
     const client = this.client;
     this.client = undefined;
+    this.startedWith = undefined;
     if (client === undefined) {
       return;
     }
@@ -247,6 +270,12 @@ class Controller implements CommandHost, vscode.Disposable {
   dispose(): void {
     void this.stop();
   }
+}
+
+/** Everything that decides how the server is started, to tell a real change from a spurious one. */
+function launchKey(): string {
+  const folder = vscode.workspace.workspaceFolders?.[0];
+  return JSON.stringify({ launch: resolveLaunch(folder), settings: readServerSettings(folder) });
 }
 
 /**
@@ -273,14 +302,18 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(output, status, ctl, ...registerCommands(ctl));
 
   context.subscriptions.push(
+    vscode.window.onDidChangeActiveTextEditor((editor) => {
+      if (!vscode.workspace.isTrusted && editor !== undefined && isDraft(editor.document)) {
+        ctl.tellUntrusted(false);
+      }
+    }),
     vscode.workspace.onDidGrantWorkspaceTrust(() => {
       ctl.log('workspace trust granted: starting the server');
       void ctl.start();
     }),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (RESTART_SETTINGS.some((s) => event.affectsConfiguration(s))) {
-        ctl.log('settings changed: restarting the server');
-        ctl.restart();
+        ctl.restartIfChanged();
       }
     }),
   );
