@@ -28,7 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import Config
-from .evidence import EvidenceDocument, EvidenceError, parse_evidence
+from .evidence import (
+    EvidenceDocument,
+    EvidenceError,
+    decode_evidence,
+    parse_evidence,
+    parse_evidence_text,
+)
 from .model import Finding, Location, Span
 from .state import Event, IndexState, ParseCache, ParseSettings, VersionRecord
 
@@ -61,7 +67,16 @@ CREATE TABLE IF NOT EXISTS files (
 CREATE VIRTUAL TABLE IF NOT EXISTS lines_fts USING fts5(
   text, doc_id UNINDEXED, version UNINDEXED, line UNINDEXED, tokenize = 'trigram'
 );
+CREATE TABLE IF NOT EXISTS fts_docs (
+  doc_id TEXT PRIMARY KEY,
+  first_rowid INTEGER NOT NULL,
+  last_rowid INTEGER NOT NULL
+);
 """
+
+FTS_LAYOUT = 1
+"""``PRAGMA user_version`` once every ``lines_fts`` row is tracked in ``fts_docs`` (the rowid
+range of each document's rows, so replacing one document's rows never scans the table)."""
 
 ProgressCallback = Callable[[int, int, str], None]
 """Called as ``progress(done, total, path)`` while a scan reads files."""
@@ -134,6 +149,7 @@ class Store:
         self.cache = ParseCache(settings or ParseSettings())
         self._state = IndexState(cache=self.cache)
         self._catch_up()
+        self._upgrade_fts()
 
     @classmethod
     def for_config(cls, config: Config) -> Store:
@@ -342,8 +358,9 @@ class Store:
         self, rel: str, data: bytes, st: os.stat_result, config: Config
     ) -> tuple[FileRow, EvidenceDocument | None]:
         sha = hashlib.sha256(data).hexdigest()
-        try:
-            doc = parse_evidence(rel, data, config.field_separators, config.subject_fields)
+        try:  # parse_evidence() minus hashing the bytes a second time
+            doc = parse_evidence_text(rel, decode_evidence(data), sha, config.field_separators,
+                                      config.subject_fields)
         except EvidenceError as exc:
             problem: dict[str, object] = {"name": exc.name, "message": exc.message,
                                           "line": exc.line, "hint": exc.hint}
@@ -405,6 +422,9 @@ class Store:
         state = self._state
         events: list[Event] = []
         targeted: set[tuple[str, int]] = set()
+        settings = self.cache.settings
+        same_parse = (tuple(config.field_separators) == settings.separators
+                      and tuple(config.subject_fields) == settings.subject_fields)
         for (doc_id, declared), rel in sorted(chosen.items(), key=lambda kv: kv[1]):
             row = rows[rel]
             if declared is not None:
@@ -430,6 +450,8 @@ class Store:
                     continue
             events.append(Event(0, "import", doc_id, version, doc.sha256, rel, doc.text,
                                 declared is not None))
+            if same_parse:  # the state would parse this text again, to the same document
+                self.cache.docs.setdefault((doc_id, doc.sha256, rel), doc)
             if doc.front.status == "revoked":
                 events.append(Event(0, "revoke", doc_id, version, reason="status: revoked"))
         for doc_id in state.doc_ids():
@@ -457,19 +479,53 @@ class Store:
     def _refresh_fts(self, state: IndexState, doc_ids: Iterable[str]) -> None:
         """Replace the FTS rows of ``doc_ids`` with their newest versions' lines in ``state``.
 
-        Call inside the scan's transaction (see :meth:`scan`).
+        Call inside the scan's transaction (see :meth:`scan`). A document's rows get
+        consecutive rowids, recorded in ``fts_docs``, so removing them is a rowid-range delete
+        (a ``doc_id`` filter would scan the whole table: quadratic over a cold index).
         """
+        conn = self._conn
+        last = conn.execute("SELECT rowid FROM lines_fts ORDER BY rowid DESC LIMIT 1").fetchone()
+        next_rowid = (int(last[0]) if last else 0) + 1
         for doc_id in doc_ids:
-            self._conn.execute("DELETE FROM lines_fts WHERE doc_id = ?", (doc_id,))
+            old = conn.execute("SELECT first_rowid, last_rowid FROM fts_docs WHERE doc_id = ?",
+                               (doc_id,)).fetchone()
+            if old is not None:
+                conn.execute("DELETE FROM lines_fts WHERE rowid BETWEEN ? AND ?", old)
+                conn.execute("DELETE FROM fts_docs WHERE doc_id = ?", (doc_id,))
             newest = state.newest(doc_id)
             if newest is None:
                 continue
             doc = state.document(newest)
-            self._conn.executemany(
-                "INSERT INTO lines_fts (text, doc_id, version, line) VALUES (?, ?, ?, ?)",
-                [(text, doc_id, newest.version, i) for i, text in enumerate(doc.lines, 1)
-                 if text.strip() and not doc.is_front_matter_line(i)],
+            rows = [(text, doc_id, newest.version, i) for i, text in enumerate(doc.lines, 1)
+                    if text.strip() and not doc.is_front_matter_line(i)]
+            if not rows:
+                continue
+            conn.executemany(
+                "INSERT INTO lines_fts (rowid, text, doc_id, version, line) VALUES (?, ?, ?, ?, ?)",
+                [(next_rowid + k, *row) for k, row in enumerate(rows)],
             )
+            conn.execute("INSERT INTO fts_docs (doc_id, first_rowid, last_rowid) VALUES (?, ?, ?)",
+                         (doc_id, next_rowid, next_rowid + len(rows) - 1))
+            next_rowid += len(rows)
+
+    def _upgrade_fts(self) -> None:
+        """Rebuild the FTS rows once for an index written before ``fts_docs`` existed."""
+        with self._lock:
+            if self._conn.execute("PRAGMA user_version").fetchone()[0] >= FTS_LAYOUT:
+                return
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                if self._conn.execute("PRAGMA user_version").fetchone()[0] < FTS_LAYOUT:
+                    self._catch_up()
+                    if self._conn.execute("SELECT 1 FROM lines_fts LIMIT 1").fetchone():
+                        self._conn.execute("DELETE FROM lines_fts")
+                        self._conn.execute("DELETE FROM fts_docs")
+                        self._refresh_fts(self._state, self._state.doc_ids())
+                    self._conn.execute(f"PRAGMA user_version = {FTS_LAYOUT}")
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
 
     def search(self, query: str, limit: int = 20, any_term: bool = False) -> list[SearchHit]:
         """FTS5 trigram search over the newest versions' lines, best first.

@@ -2,8 +2,9 @@
 
 - ``IndexState.keyed_lines`` / ``known_terms`` of a state made by ``apply`` patch the previous
   state's indexes; they must equal a state replayed from scratch (SPEC §4 ``replay(n)``).
-- Evidence front matter in the simple ``key: value`` shape is read without PyYAML; the
-  result (or the error) must be exactly what PyYAML gives.
+- Front matter goes through libyaml; on ordinary input it must read like pure PyYAML.
+- The FTS rows of one document are replaced by rowid range (``fts_docs``); an index written
+  before that table existed is rebuilt once on open.
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import random
+from pathlib import Path
 
 import pytest
 import yaml
 
 import grounding_core.evidence as evidence
+from grounding_core.config import load_config
 from grounding_core.state import Event, IndexState, ParseCache, ParseSettings
+from grounding_core.store import Store
 
 TODAY = dt.date(2026, 1, 1)
 FIELDS = ["时间", "地点", "来源", "Fee", "ab"]
@@ -120,3 +124,47 @@ def test_libyaml_front_matter_reads_like_pure_pyyaml(monkeypatch: pytest.MonkeyP
         with monkeypatch.context() as m:
             m.setattr(evidence, "YAML_LOADER", yaml.SafeLoader)
             assert _kind(_outcome(lines)) == quick, body
+
+
+def _fts(store: Store) -> list[tuple[str, int, int, str]]:
+    rows = store._conn.execute("SELECT doc_id, version, line, text FROM lines_fts").fetchall()
+    return sorted((r[0], int(r[1]), int(r[2]), r[3]) for r in rows)
+
+
+def _expected_fts(state: IndexState) -> list[tuple[str, int, int, str]]:
+    out = []
+    for doc_id in state.doc_ids():
+        newest = state.newest(doc_id)
+        assert newest is not None
+        doc = state.document(newest)
+        out += [(doc_id, newest.version, i, text) for i, text in enumerate(doc.lines, 1)
+                if text.strip() and not doc.is_front_matter_line(i)]
+    return sorted(out)
+
+
+def test_fts_rows_follow_edits_and_old_indexes_are_rebuilt(tmp_path: Path) -> None:
+    evidence_root = tmp_path / "evidence"
+    evidence_root.mkdir()
+    for i in range(6):
+        (evidence_root / f"d{i}.md").write_text(f"- 地点：{i}号楼\n- 时间：周{i}\n", encoding="utf-8")
+    config = load_config(tmp_path)
+    store = Store.for_config(config)
+    store.scan(config)
+    assert _fts(store) == _expected_fts(store.state)
+    (evidence_root / "d2.md").write_text("- 地点：新楼\n\n- 费用：免费\n- 对象：全体\n", encoding="utf-8")
+    (evidence_root / "d4.md").unlink()
+    (evidence_root / "d9.md").write_text("- 地点：九号楼\n", encoding="utf-8")
+    store.scan(config)
+    assert _fts(store) == _expected_fts(store.state)
+    assert [h.doc_id for h in store.search("新楼")] == ["d2"]
+    # an index from before fts_docs: untracked rows, user_version 0 -> rebuilt on open
+    store._conn.execute("DELETE FROM fts_docs")
+    store._conn.execute("INSERT INTO lines_fts (text, doc_id, version, line) VALUES ('x', 'd0', 1, 1)")
+    store._conn.execute("PRAGMA user_version = 0")
+    store.close()
+    store = Store.for_config(config)
+    assert _fts(store) == _expected_fts(store.state)
+    (evidence_root / "d0.md").write_text("- 地点：零号楼\n", encoding="utf-8")
+    store.scan(config)
+    assert _fts(store) == _expected_fts(store.state)
+    store.close()
