@@ -63,7 +63,8 @@ def _recording_client() -> RecordingClient:
 
 def push_capabilities() -> types.ClientCapabilities:
     """A minimal client: pushed diagnostics, work-done progress, no dynamic file watching
-    (so every evidence change the server sees comes from its own watcher)."""
+    (so every evidence change the server sees comes from its own watcher).
+    """
     return types.ClientCapabilities(
         window=types.WindowClientCapabilities(work_done_progress=True),
         text_document=types.TextDocumentClientCapabilities(

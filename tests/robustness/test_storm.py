@@ -50,7 +50,7 @@ def _draft(gen: int) -> str:
     """Cites schedule (stable) and doc0007 at the automatic version ``gen`` holds."""
     doc7 = _doc(7, gen)
     return md_draft(
-        "活动时间是周四16:30[^1]。字段7是值7-%d[^2]。" % gen,
+        f"活动时间是周四16:30[^1]。字段7是值7-{gen}[^2]。",
         [definition("1", "schedule@1:6", SCHEDULE, "- 活动时间：周四16:30"),
          definition("2", f"bulk/doc0007@{gen}:2", doc7, f"- 字段7：值7-{gen}")],
         context=None)
@@ -70,7 +70,7 @@ async def _hover_latency(client: RecordingClient, uri: str, stop: asyncio.Event,
 
 async def _diagnostics_latency(client: RecordingClient, uri: str, stop: asyncio.Event,
                                samples: list[float], first_version: int) -> int:
-    """didChange -> publishDiagnostics for that version, again and again; returns the last version."""
+    """Time didChange -> publishDiagnostics of that version, repeatedly; returns the last version."""
     version = first_version
     text = _draft(1)
     while not stop.is_set():
@@ -78,7 +78,7 @@ async def _diagnostics_latency(client: RecordingClient, uri: str, stop: asyncio.
         text = text.replace("。\n", "。 \n", 1) if version % 2 else text.replace("。 \n", "。\n", 1)
         started = time.perf_counter()
         replace_document(client, uri, text, version)
-        await client.wait_for(lambda v=version: any(p.version == v for p in client.of(uri, started)),
+        await client.wait_for(lambda v=version, t=started: any(p.version == v for p in client.of(uri, t)),
                               timeout=20, what=f"diagnostics of version {version}")
         samples.append(time.perf_counter() - started)
     return version
