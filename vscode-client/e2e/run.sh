@@ -178,7 +178,7 @@ find_grounding() {
 
 # ------------------------------------------------------------------ 4. the extension
 build_vsix() {
-  step "4/8 build the extension: npm ci && npm run package"
+  step "4/8 build the extension: npm ci, typecheck, lint, package"
   local stamp="$CLIENT_DIR/node_modules/.e2e-lock-sha" sha
   sha="$(sha256sum "$CLIENT_DIR/package-lock.json" | cut -d' ' -f1)"
   if [[ -f "$stamp" && "$(cat "$stamp")" == "$sha" ]]; then
@@ -188,8 +188,8 @@ build_vsix() {
       { tail -30 "$WORK/npm-ci.log" >&2; die "npm ci failed"; }
     echo "$sha" >"$stamp"
   fi
-  (cd "$CLIENT_DIR" && npm run --silent typecheck && npm run --silent package >"$WORK/package.log" 2>&1) ||
-    { cat "$WORK/package.log" >&2; die "typecheck or packaging failed"; }
+  (cd "$CLIENT_DIR" && npm run --silent typecheck && npm run --silent lint && npm run --silent package >"$WORK/package.log" 2>&1) ||
+    { cat "$WORK/package.log" >&2; die "typecheck, lint or packaging failed"; }
   info "built $VSIX ($(stat -c %s "$VSIX") bytes)"
 }
 
