@@ -32,7 +32,7 @@ from mdit_py_plugins.front_matter import front_matter_plugin
 
 from .evidence import DOC_ID_FORBIDDEN, YAML_LOADER, front_matter_too_deep
 from .model import FIRST_LINE, CitationRef, Claim, Finding, Span
-from .text import LineIndex, has_letter_or_digit, split_lines
+from .text import LineIndex, has_letter_or_digit, shorten, split_lines
 
 ID_RE = re.compile(r"(?P<doc_id>[^\s@:\[\]\"]+)@(?P<version>[1-9][0-9]*):(?P<line>[1-9][0-9]*)")
 HEX_RE = re.compile(r"[0-9a-f]{8,64}")
@@ -257,9 +257,9 @@ def parse_definition(line: str, line_no: int, label: str) -> Definition:
         if hex_text.lower() != hex_text and HEX_RE.fullmatch(hex_text.lower()):
             why = "the hash must be lowercase hex"
         elif len(hex_text) < 8 and re.fullmatch(r"[0-9a-f]*", hex_text):
-            why = f"the hash {hex_text!r} is too short: give 8 to 64 hex digits"
+            why = f"the hash {shorten(hex_text, 70, quote=True)} is too short: give 8 to 64 hex digits"
         else:
-            why = f"the hash {hex_text!r} is not 8 to 64 lowercase hex digits"
+            why = f"the hash {shorten(hex_text, 70, quote=True)} is not 8 to 64 lowercase hex digits"
         return bad(why, shape, id_text)
     if len(parts) < 3:
         return bad("the quote is missing: put the whole cited line between straight double quotes",
@@ -282,15 +282,16 @@ def parse_definition(line: str, line_no: int, label: str) -> Definition:
 
 
 def _id_problem(id_text: str) -> str:
+    shown = shorten(id_text, 60, quote=True)
     if "@" not in id_text:
-        return f"{id_text!r} is not a citation id: expected DOC_ID@VERSION:LINE, e.g. schedule@2:6"
+        return f"{shown} is not a citation id: expected DOC_ID@VERSION:LINE, e.g. schedule@2:6"
     doc_id, _, rest = id_text.partition("@")
     if not doc_id or DOC_ID_FORBIDDEN.search(doc_id):
-        return f"{id_text!r}: the doc_id is empty or holds whitespace, '@', ':', '[', ']' or '\"'"
+        return f"{shown}: the doc_id is empty or holds whitespace, '@', ':', '[', ']' or '\"'"
     version, _, line = rest.partition(":")
     if not re.fullmatch(r"[1-9][0-9]*", version):
-        return f"{id_text!r}: the version {version!r} must be a positive integer (no leading zeros)"
-    return f"{id_text!r}: the line {line!r} must be a positive integer (no leading zeros)"
+        return f"{shown}: the version {shorten(version, 20, quote=True)} must be a positive integer (no leading zeros)"
+    return f"{shown}: the line {shorten(line, 20, quote=True)} must be a positive integer (no leading zeros)"
 
 
 def _sentences(inline: Token, lines: list[str], defined: set[str]) -> Iterator[Sentence]:
@@ -647,7 +648,8 @@ def _json_claim(draft: ParsedDraft, claim: Any, ptr: str, span_of: Any, malforme
         vspan = span_of(f"{ptr}/{key}")
         if key in ("version", "line"):
             if not _is_int(value) or value < 1:
-                malformed(vspan, f"{key} must be a positive integer, got {json.dumps(value, ensure_ascii=False)}")
+                got = shorten(json.dumps(value, ensure_ascii=False))
+                malformed(vspan, f"{key} must be a positive integer, got {got}")
                 ok = False
         elif key == "sha256":
             if not isinstance(value, str) or not re.fullmatch(r"[0-9a-f]{64}", value):

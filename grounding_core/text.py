@@ -129,13 +129,23 @@ def describe_difference(expected: str, actual: str) -> str | None:
         if len(actual) > len(expected):
             extra = actual[limit:]
             return f"column {limit + 1}: extra text at the end: {_char_list(extra)}"
-        rest = expected[limit:]
-        shown = repr(rest[:40]) + (f" and {len(rest) - 40} more characters" if len(rest) > 40 else "")
-        return f"the quote stops at column {limit + 1}; the source line goes on with {shown}"
+        return (f"the quote stops at column {limit + 1}; the source line goes on with"
+                f" {shorten(expected[limit:], 40, quote=True)}")
     return (
         f"column {index + 1}: {_char_name(actual[index])} where the source has "
         f"{_char_name(expected[index])}"
     )
+
+
+def shorten(text: str, limit: int = 80, quote: bool = False) -> str:
+    """``text`` for a message: at most ``limit`` code points, then how many were left out.
+
+    ``quote`` shows it as a Python literal (``repr``). Messages echo evidence and drafts, and a
+    one-megabyte line must not become a one-megabyte diagnostic.
+    """
+    head = text[:limit]
+    shown = repr(head) if quote else head
+    return shown if len(text) <= limit else f"{shown}… ({len(text) - limit} more characters)"
 
 
 def _normal_form(text: str) -> str:

@@ -19,7 +19,14 @@ from .drafts import ContextSpec, ContextUnitSpec, ParsedDraft, parse_context_log
 from .evidence import EvidenceDocument, parse_field_line, split_marker
 from .model import FIRST_LINE, Claim, DraftReport, Edit, Finding, Location, Span, Status
 from .state import IndexState, VersionRecord
-from .text import describe_difference, has_letter_or_digit, normalize, normalize_value, split_lines
+from .text import (
+    describe_difference,
+    has_letter_or_digit,
+    normalize,
+    normalize_value,
+    shorten,
+    split_lines,
+)
 
 ReadText = Callable[[str], str | None]
 """Reads a file relative to the workspace root; None when it does not exist."""
@@ -320,7 +327,7 @@ def _check_claim(
         detail = describe_difference(line_text, quote)
         if where:
             message = (f"the quote is line {where[0]} of {ref.doc_id}@{ref.version}, not line {ref.line}"
-                       f" (line {ref.line} is '{line_text}')")
+                       f" (line {ref.line} is '{shorten(line_text)}')")
             hint = f"Cite {ref.doc_id}@{ref.version}:{where[0]}, or quote line {ref.line} exactly."
         else:
             message = f"the quote is not line {ref.line} of {ref.doc_id}@{ref.version} verbatim"
@@ -430,7 +437,8 @@ def _claim_value(result: _ClaimResult, findings: list[Finding]) -> None:
         return
     findings.append(Finding(
         "claim-value-mismatch", result.claim.sentence_span,
-        f"the sentence does not restate the cited value '{result.value}' of '{result.field}'",
+        f"the sentence does not restate the cited value '{shorten(result.value)}' of"
+        f" '{shorten(result.field or '')}'",
         hint="State the cited value in the sentence, or cite the line that supports what it says.",
         citation=result.claim.citation.id if result.claim.citation else None,
     ))

@@ -127,6 +127,18 @@ def test_one_megabyte_single_line_is_indexed_and_cited_verbatim(
     finding = only(short, "quote-mismatch")
     assert f"the quote stops at column {len(line)}" in finding.message
     assert len(finding.message) < 300, "a mismatch message never echoes a megabyte"
+    other = check(ws, md_draft("备注是另一回事[^1]。", [definition("1", "big@1:1", raw, line)],
+                               fields="[备注]", context='{units: ["big@1"]}'))
+    assert len(only(other, "claim-value-mismatch").message) < 300
+    wrong = json.dumps({"status": "abstain", "claims": [{
+        "text": line[2:], "quote": line, "id": "big@1:1", "doc_id": "big", "version": line,
+        "line": 1, "sha256": sha256(raw), "field": "备注"}], "missing_fields": []},
+        ensure_ascii=False)
+    malformed = only(check(ws, wrong, "answers/a.answer.json"), "malformed-citation")
+    assert malformed.message.startswith("version must be a positive integer, got ")
+    assert len(malformed.message) < 300
+    long_id = "x" * 1_000_000  # one token: the whole "citation id"
+    assert all(len(f.message) < 300 for f in check(ws, f"x[^1].\n\n[^1]: {long_id}\n").findings)
 
 
 def test_hundred_thousand_line_file_indexes_and_rescans_incrementally(
