@@ -87,7 +87,18 @@ class Config:
 
     def evidence_matches(self, rel_path: str) -> bool:
         """True if a ``/``-separated path relative to the evidence root is evidence."""
-        return self._spec("evidence", self.evidence_globs).match_file(rel_path)
+        matched = self._evidence_matched.get(rel_path)
+        if matched is None:
+            matched = bool(self._spec("evidence", self.evidence_globs).match_file(rel_path))
+            if len(self._evidence_matched) > 100_000:  # bounded: temp names come and go
+                self._evidence_matched.clear()
+            self._evidence_matched[rel_path] = matched
+        return matched
+
+    @cached_property
+    def _evidence_matched(self) -> dict[str, bool]:
+        """Memo of :meth:`evidence_matches` (every rescan asks again for every file)."""
+        return {}
 
     def draft_matches(self, rel_path: str) -> bool:
         """True if a ``/``-separated path relative to the workspace root is a draft."""

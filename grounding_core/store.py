@@ -290,14 +290,17 @@ class Store:
             if progress is not None:
                 progress(done, len(todo), rel)
         self._refuse_lowered_versions(rows, fresh)
-        # rows for files that vanished are dropped; their versions are revoked below
-        self._conn.execute("DELETE FROM files")
+        # rows for files that vanished are dropped; their versions are revoked below. Only
+        # rows that differ are written: the table ends up holding exactly ``rows``.
+        self._conn.executemany("DELETE FROM files WHERE path = ?",
+                               [(rel,) for rel in old_rows if rel not in rows])
         self._conn.executemany(
-            "INSERT INTO files (path, size, mtime_ns, sha256, doc_id, declared_version, problem)"
+            "INSERT OR REPLACE INTO files"
+            " (path, size, mtime_ns, sha256, doc_id, declared_version, problem)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
             [(r.path, r.size, r.mtime_ns, r.sha256, r.doc_id, r.declared_version,
               json.dumps(r.problem, ensure_ascii=False) if r.problem else None)
-             for r in rows.values()],
+             for rel, r in rows.items() if old_rows.get(rel) != r],
         )
         findings: dict[str, list[Finding]] = {rel: [] for rel in rows}
         for rel, finding in refused.items():
@@ -589,18 +592,28 @@ def walk_evidence(config: Config) -> tuple[dict[str, Path], dict[str, Finding]]:
     sorts first.
     """
     root = config.evidence_root
+    root_len = len(str(root))
     found: dict[str, Path] = {}
     refused: dict[str, Finding] = {}
     inodes: dict[tuple[int, int], str] = {}
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if d not in (".git", ".grounding"))
+        # string paths and one lstat per plain file: pathlib costs more than the walk itself
+        folder = Path(dirpath)
+        prefix = dirpath[root_len:].lstrip(os.sep).replace(os.sep, "/")
+        prefix = prefix + "/" if prefix else ""
         for name in sorted(filenames):
-            full = Path(dirpath) / name
-            rel = full.relative_to(root).as_posix()
+            rel = prefix + name
             if not config.evidence_matches(rel):
                 continue
-            target = full
-            if full.is_symlink():
+            try:
+                lst = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            full = target = folder / name
+            if not stat_mod.S_ISLNK(lst.st_mode):
+                st = lst
+            else:
                 try:
                     target = Path(os.path.realpath(full, strict=True))
                 except OSError:
@@ -617,10 +630,10 @@ def walk_evidence(config: Config) -> tuple[dict[str, Path], dict[str, Finding]]:
                 if any(part in (".git", ".grounding") for part in rel_target.split("/")):
                     continue
                 rel = rel_target
-            try:
-                st = target.stat()
-            except OSError:
-                continue
+                try:
+                    st = target.stat()
+                except OSError:
+                    continue
             if not stat_mod.S_ISREG(st.st_mode):
                 continue
             key = (st.st_dev, st.st_ino)
