@@ -292,6 +292,29 @@ function keepOwnCommands(client: LanguageClient): void {
   };
 }
 
+/** Scheme of the read-only documents the server returns for old evidence versions (go to definition). */
+export const EVIDENCE_SCHEME = 'grounding-evidence';
+const VERSION_TEXT_REQUEST = 'grounding/versionText';
+
+/** Serves `grounding-evidence:/DOC_ID@VERSION` from the server's `grounding/versionText` (read-only). */
+class EvidenceVersionProvider implements vscode.TextDocumentContentProvider {
+  constructor(private readonly host: CommandHost) {}
+
+  async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
+    const client = await this.host.readyClient();
+    if (client === undefined) {
+      return 'The Grounding server is not running, so this evidence version cannot be shown.';
+    }
+    const result = await client.sendRequest<{ text?: unknown } | null>(VERSION_TEXT_REQUEST, {
+      uri: uri.toString(true),
+    });
+    if (result === null || typeof result.text !== 'string') {
+      return `Grounding has no indexed text for ${uri.path.replace(/^\//, '')}.`;
+    }
+    return result.text;
+  }
+}
+
 let controller: Controller | undefined;
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
@@ -300,6 +323,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   controller = new Controller(output, status);
   const ctl = controller;
   context.subscriptions.push(output, status, ctl, ...registerCommands(ctl));
+  context.subscriptions.push(
+    vscode.workspace.registerTextDocumentContentProvider(EVIDENCE_SCHEME, new EvidenceVersionProvider(ctl)),
+  );
 
   context.subscriptions.push(
     vscode.window.onDidChangeActiveTextEditor((editor) => {
