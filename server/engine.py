@@ -74,6 +74,7 @@ class Engine:
         self._index_listeners: list[IndexListener] = []
         self._reindex_task: asyncio.Task[None] | None = None
         self._reindex_again = False
+        self._scan_lock = asyncio.Lock()  # one scan of the store at a time (see reindex)
 
     # -- setup ------------------------------------------------------------------------
 
@@ -225,27 +226,34 @@ class Engine:
                 return
 
     async def reindex(self, progress: Callable[[int, int, str], None] | None = None) -> ScanResult | None:
-        """Scan now (in a thread), swap the state, then tell the index listeners."""
-        if self.workspace is None:
-            return None
-        ws = self.workspace
-        try:
-            result = await asyncio.to_thread(ws.scan, progress)
-        except FileNotFoundError as exc:
-            logger.warning("%s", exc)
+        """Scan now (in a thread), swap the state, then tell the index listeners.
+
+        Scans never overlap: a call made while another scan runs (the watcher reporting a
+        change during the initial index, ``grounding.reindex`` ...) waits for it and then
+        scans again, so a change the running scan may have missed is picked up, and results
+        reach the listeners in scan order.
+        """
+        async with self._scan_lock:
+            if self.workspace is None:
+                return None
+            ws = self.workspace
+            try:
+                result = await asyncio.to_thread(ws.scan, progress)
+            except FileNotFoundError as exc:
+                logger.warning("%s", exc)
+                self.indexed.set()
+                return None
+            except Exception:
+                logger.exception("indexing failed; keeping the previous index state")
+                self.indexed.set()
+                return None
+            self.state = result.state
+            self.evidence_findings = result.evidence
+            self.index_generation += 1
             self.indexed.set()
-            return None
-        except Exception:
-            logger.exception("indexing failed; keeping the previous index state")
-            self.indexed.set()
-            return None
-        self.state = result.state
-        self.evidence_findings = result.evidence
-        self.index_generation += 1
-        self.indexed.set()
-        for listener in tuple(self._index_listeners):
-            await _call(listener, result)
-        return result
+            for listener in tuple(self._index_listeners):
+                await _call(listener, result)
+            return result
 
 
 async def _call(listener: Callable[..., Any], *args: Any) -> None:

@@ -45,7 +45,17 @@ def register(server: GroundingServer, state: ServerState) -> None:
     pending: dict[str, asyncio.Task[None]] = {}
     generation: dict[str, int] = {}
     evidence_published: set[str] = set()
-    mode = {"pull": False}
+
+    def pull_mode() -> bool:
+        """Pull when the client offers ``textDocument/diagnostic`` and the refresh request.
+
+        Read from the ``initialize`` capabilities at each use, not from a flag set by an
+        ``initialized`` listener: that listener runs only after the initial index, and a
+        draft opened (or pulled) meanwhile would be pushed to (or get an empty report).
+        """
+        caps = server.client_capabilities
+        return bool(get_capability(caps, "text_document.diagnostic", None)) and bool(
+            get_capability(caps, "workspace.diagnostics.refresh_support", False))
 
     def lines_of(rel_to_root: str) -> Sequence[str]:
         assert engine.workspace is not None
@@ -72,7 +82,7 @@ def register(server: GroundingServer, state: ServerState) -> None:
             return  # the editor moved on; a newer check is scheduled
         generation[snapshot.uri] = gen
         await engine.set_result(snapshot.uri, result)
-        if not mode["pull"]:
+        if not pull_mode():
             publish(snapshot.uri, snapshot.version, diagnostics_of(result))
 
     def schedule(snapshot: DocumentSnapshot, rel: str, delay: float) -> None:
@@ -84,11 +94,8 @@ def register(server: GroundingServer, state: ServerState) -> None:
         task.add_done_callback(lambda t, uri=snapshot.uri: _log_failure(t, uri))
 
     @state.on_initialized
-    def choose_mode(ls: GroundingServer) -> None:
-        caps = ls.client_capabilities
-        mode["pull"] = bool(get_capability(caps, "text_document.diagnostic", None)) and bool(
-            get_capability(caps, "workspace.diagnostics.refresh_support", False))
-        logger.info("diagnostics mode: %s", "pull" if mode["pull"] else "push")
+    def log_mode(ls: GroundingServer) -> None:
+        logger.info("diagnostics mode: %s", "pull" if pull_mode() else "push")
 
     @state.on_document
     async def on_document(ls: GroundingServer, event: object) -> None:
@@ -99,7 +106,7 @@ def register(server: GroundingServer, state: ServerState) -> None:
                 task.cancel()
             if engine.draft_rel(uri) is not None or uri in engine.results:
                 await engine.set_result(uri, None)
-                if not mode["pull"]:
+                if not pull_mode():
                     publish(uri, None, [])
             return
         rel = engine.draft_rel(uri)
@@ -118,7 +125,7 @@ def register(server: GroundingServer, state: ServerState) -> None:
             snapshot = state.snapshot(uri)
             if rel is not None and snapshot is not None:
                 schedule(snapshot, rel, 0.0)
-        if mode["pull"]:
+        if pull_mode():
             try:
                 server.workspace_diagnostic_refresh(None)
             except Exception:
@@ -166,13 +173,15 @@ def register(server: GroundingServer, state: ServerState) -> None:
     )
     async def pull(ls: GroundingServer, params: types.DocumentDiagnosticParams) -> types.DocumentDiagnosticReport:
         uri = params.text_document.uri
-        if not mode["pull"]:
+        if not pull_mode():
             return types.RelatedFullDocumentDiagnosticReport(items=[])
-        rel = engine.draft_rel(uri)
         snapshot = state.snapshot(uri)
-        if rel is None or snapshot is None:
+        if snapshot is None:
             return types.RelatedFullDocumentDiagnosticReport(items=[])
-        await engine.indexed.wait()
+        await engine.indexed.wait()  # before it, the workspace may not be open: no draft_rel
+        rel = engine.draft_rel(uri)
+        if rel is None:
+            return types.RelatedFullDocumentDiagnosticReport(items=[])
         result = engine.result_for(uri)
         if (result is None or result.snapshot.version != snapshot.version
                 or result.snapshot.text != snapshot.text

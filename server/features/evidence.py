@@ -54,8 +54,13 @@ def register(server: GroundingServer, state: ServerState) -> None:
         message = engine.open_workspace(root, settings)
         if message:
             ls.window_show_message(types.ShowMessageParams(types.MessageType.Warning, message))
-        await _initial_index(ls)
+        # Watch first, then index: a file saved while the initial scan runs (after the scan
+        # read it) reaches the watcher, whose rescan waits for this one (Engine.reindex).
+        # The yield lets the watcher task take its first step (watchfiles sets up the OS
+        # watches synchronously there) before the scan thread reads any file.
         _start_watcher(ls, watcher)
+        await asyncio.sleep(0)
+        await _initial_index(ls)
         await _register_watched_files(ls)
 
     @state.on_shutdown
