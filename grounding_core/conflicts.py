@@ -59,19 +59,29 @@ def check_keys(state: IndexState, keys: Iterable[tuple[str | None, str]], today:
     conflicts: list[Conflict] = []
     read: set[tuple[str, int, int]] = set()
     done: list[tuple[str | None, str]] = []
+    seen: set[tuple[str | None, str]] = set()
     for key in keys:
-        if key in done:
+        if key in seen:
             continue
+        seen.add(key)
         done.append(key)
         lines = keyed.get(key, [])
         read.update(kl.identity for kl in lines)
-        if len({normalize(kl.value) for kl in lines}) >= 2:
+        values = {kl.value for kl in lines}  # equal as written -> equal once normalised
+        if len(values) >= 2 and len({normalize(v) for v in values}) >= 2:
             conflicts.append(Conflict(key[0], key[1], tuple(lines)))
     return GateResult(tuple(conflicts), frozenset(read), tuple(done))
 
 
 def all_conflicts(state: IndexState, today: dt.date) -> list[Conflict]:
     """Every conflicting key of the whole active index (``grounding conflicts``)."""
-    keyed = state.keyed_lines(today)
-    keys = sorted(keyed, key=lambda k: (k[1], k[0] or ""))
-    return list(check_keys(state, keys, today).conflicts)
+    found: list[Conflict] = []
+    for (subject, name), lines in state.keyed_lines(today).items():
+        if len(lines) < 2:
+            continue  # one line cannot conflict
+        values = {kl.value for kl in lines}
+        if len(values) >= 2 and len({normalize(v) for v in values}) >= 2:
+            found.append(Conflict(subject, name, tuple(lines)))
+    # keys by (field, subject); a subject is never "" (SPEC §3), so the order is total
+    found.sort(key=lambda c: (c.field, c.subject or ""))
+    return found
