@@ -45,16 +45,20 @@ def announced_append(self, events):
 Store._append = announced_append
 
 config = load_config(Path(sys.argv[1]))
+lockstep = sys.argv[2] == "lockstep"
 store = Store.for_config(config)
 print("ready", flush=True)
 def progress(done, total, path):
     print("read", flush=True)
+    if lockstep:  # wait for the test's go-ahead: it kills us at an exact file
+        sys.stdin.readline()
 while True:
     store.scan(config, progress)
     print("scanned", flush=True)
 """
-"""Prints ``read`` after each file it re-reads, ``appending`` when a scan starts writing its
-events (then FTS rows and the commit follow) and ``scanned`` after each committed scan."""
+"""Prints ``read`` after each file it re-reads (in ``lockstep`` mode it then waits for a line
+on stdin), ``appending`` when a scan starts writing its events (then FTS rows and the commit
+follow) and ``scanned`` after each committed scan."""
 
 
 class Corpus:
@@ -161,15 +165,25 @@ def _kill_rounds(tmp_path: Path) -> tuple[Config, int]:
     for round_no in range(ROUNDS):
         written = corpus.mutate(rng.randint(30, 120)) if round_no else FILES
         mode = list(modes)[round_no % 4]
-        child = subprocess.Popen([PYTHON, "-c", INDEXER, str(tmp_path)], env=SERVER_ENV,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        child = subprocess.Popen([PYTHON, "-c", INDEXER, str(tmp_path),
+                                  "lockstep" if mode == "reading" else "free"], env=SERVER_ENV,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
         try:
             assert child.stdout is not None
             first = child.stdout.readline().strip()
             assert first == "ready", child.stderr.read() if child.stderr else first
             finished = False  # a scan committed before the kill
-            if mode == "reading":  # somewhere in the read loop: nothing written yet
-                finished = not _wait_for(child, "read", rng.randint(1, max(1, written // 2)))
+            if mode == "reading":  # at an exact file of the read loop: nothing written yet
+                assert child.stdin is not None
+                for _ in range(rng.randint(0, max(0, written // 2))):
+                    if not _wait_for(child, "read"):
+                        finished = True
+                        break
+                    child.stdin.write("go\n")
+                    child.stdin.flush()
+                else:
+                    finished = not _wait_for(child, "read")  # now blocked inside the scan
             elif mode == "committing":  # appending events, FTS rows, commit
                 finished = not _wait_for(child, "appending")
                 time.sleep(rng.uniform(0, 0.02))
@@ -201,7 +215,7 @@ def _kill_rounds(tmp_path: Path) -> tuple[Config, int]:
         finally:
             store.close()
     print(f"kills before the scan committed, by mode: {modes}")
-    assert modes["reading"] >= 3 and modes["after"] == 0, modes
+    assert modes["reading"] == len(range(0, ROUNDS, 4)) and modes["after"] == 0, modes
     return config, len(seen)
 
 
