@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,8 +26,9 @@ from pygls.capabilities import get_capability
 
 from grounding_core.conflicts import all_conflicts
 from grounding_core.model import Finding, Location, Span
+from grounding_core.state import KeyedLine
 from grounding_core.store import ScanResult
-from grounding_core.text import split_lines
+from grounding_core.text import normalize, split_lines
 from server.convert import lsp_diagnostic
 
 if TYPE_CHECKING:
@@ -139,8 +140,7 @@ def register(server: GroundingServer, state: ServerState) -> None:
             for kl in conflict.lines:
                 if kl.path not in by_path:
                     continue
-                others = tuple(Location(config.evidence_display(o.path), o.line, f"{o.field}：{o.value}")
-                               for o in conflict.lines if o is not kl)
+                others = _related_sources(conflict.lines, kl, config.evidence_display)
                 text = result.state.document(result.state.record(kl.doc_id, kl.version)).lines[kl.line - 1]  # type: ignore[arg-type]
                 by_path[kl.path].append(Finding(
                     "field-conflict", Span.line(kl.line - 1, 0, len(text)),
@@ -192,6 +192,20 @@ def register(server: GroundingServer, state: ServerState) -> None:
             if state.is_current(snapshot):
                 await engine.set_result(uri, result)
         return types.RelatedFullDocumentDiagnosticReport(items=diagnostics_of(result))
+
+
+MAX_RELATED = 20
+"""Related sources listed on one evidence conflict diagnostic; a key shared by thousands of
+lines would otherwise make the diagnostics grow with the square of the group."""
+
+
+def _related_sources(lines: Sequence[KeyedLine], this: KeyedLine,
+                     display: Callable[[str], str]) -> tuple[Location, ...]:
+    """The other sources of a conflict, those that disagree with ``this`` line first."""
+    mine = normalize(this.value)
+    others = [o for o in lines if o is not this]
+    others.sort(key=lambda o: normalize(o.value) == mine)  # stable: disagreeing ones first
+    return tuple(Location(display(o.path), o.line, f"{o.field}：{o.value}") for o in others[:MAX_RELATED])
 
 
 def _log_failure(task: asyncio.Task[None], uri: str) -> None:

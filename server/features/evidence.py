@@ -18,6 +18,7 @@ import asyncio
 import errno
 import logging
 import os
+import threading
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,7 @@ def register(server: GroundingServer, state: ServerState) -> None:
         message = engine.open_workspace(root, settings)
         if message:
             ls.window_show_message(types.ShowMessageParams(types.MessageType.Warning, message))
+        _warm_tokenizer(engine.workspace.config.encoding if engine.workspace else "o200k_base")
         # Watch first, then index: a file saved while the initial scan runs (after the scan
         # read it) reaches the watcher, whose rescan waits for this one (Engine.reindex).
         # The yield lets the watcher task take its first step (watchfiles sets up the OS
@@ -86,6 +88,21 @@ def register(server: GroundingServer, state: ServerState) -> None:
         if message:
             ls.window_show_message(types.ShowMessageParams(types.MessageType.Warning, message))
         engine.request_reindex()
+
+
+def _warm_tokenizer(encoding: str) -> None:
+    """Build the tiktoken encoding in a worker thread now (about 2 s for o200k_base), so the
+    first draft check does not pay for it while the writer waits for diagnostics.
+    """
+    from grounding_core.budget import get_encoding
+
+    def warm() -> None:
+        try:
+            get_encoding(encoding)
+        except Exception:  # reported by the first check that needs it
+            logger.exception("loading the %s tokenizer failed", encoding)
+
+    threading.Thread(target=warm, name="grounding-tokenizer", daemon=True).start()
 
 
 def _workspace_root(ls: GroundingServer) -> Path | None:
