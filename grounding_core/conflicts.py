@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .state import IndexState, KeyedLine
-from .text import normalize
+from .text import normalize, shorten
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,17 +31,29 @@ class Conflict:
             seen.setdefault(normalize(kl.value), kl.value)
         return list(seen.values())
 
-    def describe(self) -> str:
-        """One sentence naming every value and where it comes from."""
+    def describe(self, ids_per_value: int = 5, max_values: int = 6) -> str:
+        """One sentence naming the values and where they come from.
+
+        At most ``max_values`` values, each with at most ``ids_per_value`` citation ids, are
+        named, then how many more there are: a key shared by thousands of lines still gives
+        a readable message (related information lists the sources).
+        """
         by_value: dict[str, list[str]] = {}
         spelled: dict[str, str] = {}
         for kl in self.lines:
             key = normalize(kl.value)
             spelled.setdefault(key, kl.value)
             by_value.setdefault(key, []).append(f"{kl.doc_id}@{kl.version}:{kl.line}")
-        parts = [f"'{spelled[k]}' ({', '.join(ids)})" for k, ids in by_value.items()]
-        where = f" for subject '{self.subject}'" if self.subject is not None else ""
-        return f"active sources disagree on '{self.field}'{where}: " + " vs ".join(parts)
+        parts = []
+        for key, ids in list(by_value.items())[:max_values]:
+            shown = ", ".join(ids[:ids_per_value])
+            if len(ids) > ids_per_value:
+                shown += f" and {len(ids) - ids_per_value} more"
+            parts.append(f"'{shorten(spelled[key])}' ({shown})")
+        if len(by_value) > max_values:
+            parts.append(f"{len(by_value) - max_values} more values")
+        where = f" for subject '{shorten(self.subject)}'" if self.subject is not None else ""
+        return f"active sources disagree on '{shorten(self.field)}'{where}: " + " vs ".join(parts)
 
 
 @dataclass(frozen=True)
