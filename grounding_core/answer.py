@@ -38,6 +38,7 @@ class AnswerDraft:
     context: CompiledContext
     wire: AnswerWire
     conflicts: tuple[str, ...]
+    notes: tuple[str, ...] = ()
 
     def context_value(self) -> dict[str, Any]:
         p = self.context.pack
@@ -72,14 +73,22 @@ class AnswerDraft:
             out.append("")
             notes.append(f'[^{n}]: {claim["id"]} sha256:{str(claim["sha256"])[:12]} "{claim["quote"]}"')
         if self.wire.missing_fields:
-            out.append(f"<!-- status: {self.wire.status.value}; no visible evidence for: "
+            out.append(f"<!-- status: {self.wire.status.value}; not answered: "
                        f"{', '.join(self.wire.missing_fields)} -->")
             out.append("")
         for conflict in self.conflicts:
-            out.append(f"<!-- conflict, not resolved: {conflict} -->")
+            out.append(f"<!-- conflict, not resolved (no side is cited): {_comment(conflict)} -->")
+            out.append("")
+        for note in self.notes:
+            out.append(f"<!-- {_comment(note)} -->")
             out.append("")
         out.extend(notes)
         return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _comment(text: str) -> str:
+    """Text safe inside an HTML comment."""
+    return text.replace("-->", "- ->")
 
 
 def generate_answer(
@@ -131,6 +140,22 @@ def generate_answer(
             subjects = state.subjects_with_field(name, today)
         keys.extend((s, name) for s in subjects)
     gate = check_keys(state, keys, today)
-    wire = build_answer(claims, fields, bool(gate.conflicts), reserve, config.encoding)
+    notes: list[str] = []
+    # Never pick a side: a conflicting field gets no claim, and its sources are named.
+    conflicting = {c.field for c in gate.conflicts}
+    # Never mix subjects: without --subject, a field found under several subjects gets no
+    # claim either; the writer chooses the subject.
+    ambiguous = {name for name, subjects in cited_subjects.items()
+                 if subject is None and len(subjects) > 1}
+    for name in sorted(ambiguous - conflicting):
+        listed = ", ".join(sorted(s or "(no subject)" for s in cited_subjects[name]))
+        notes.append(f"'{name}' has visible values for several subjects ({listed}); pass --subject"
+                     " to choose one")
+    kept_claims = [c for c in claims if c["field"] not in conflicting | ambiguous]
+    wire = build_answer(kept_claims, fields, bool(gate.conflicts), reserve, config.encoding)
+    if wire.skipped:
+        left_out = ", ".join(str(c["id"]) for c in wire.skipped)
+        notes.append(f"left out for the output reserve of {reserve} tokens: {left_out}"
+                     " (raise --reserve to include them)")
     return AnswerDraft(question, tuple(fields), subject, compiled, wire,
-                       tuple(c.describe() for c in gate.conflicts))
+                       tuple(c.describe() for c in gate.conflicts), tuple(notes))

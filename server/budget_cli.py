@@ -92,6 +92,10 @@ def cmd_answer(args: argparse.Namespace, ws: Workspace) -> int:
         print(f"grounding: error GR113 output-over-budget: {exc}", file=sys.stderr)
         return EXIT_ERRORS
     print(answer.markdown() if args.format == "md" else answer.json_text(), end="")
+    for conflict in answer.conflicts:
+        print(f"grounding: conflict, not resolved (no side is cited): {conflict}", file=sys.stderr)
+    for note in answer.notes:
+        print(f"grounding: note: {note}", file=sys.stderr)
     return EXIT_OK
 
 

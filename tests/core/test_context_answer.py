@@ -151,6 +151,29 @@ def test_generated_answer_reports_missing_fields_and_conflicts(make_workspace: M
     conflict = generate_answer(ws.store, ws.store.state, ws.config, TODAY, "活动时间？", ["活动时间"])
     assert conflict.wire.status.value == "conflict"
     assert conflict.conflicts and "周四17:30" in conflict.conflicts[0]
+    assert conflict.wire.claims == ()  # no side is picked
+    assert "no side is cited" in conflict.markdown()
+
+
+def test_generated_answer_names_claims_left_out_for_the_reserve(make_workspace: MakeWorkspace) -> None:
+    ws = make_workspace({"evidence/schedule.md": SCHEDULE})
+    answer = generate_answer(ws.store, ws.store.state, ws.config, TODAY, "活动时间、地点和报名截止时间？",
+                             ["活动时间", "地点", "报名截止时间"], reserve=90)
+    assert answer.wire.skipped, "the reserve should force a claim out"
+    assert any("left out for the output reserve" in n for n in answer.notes)
+    assert "left out for the output reserve of 90 tokens" in answer.markdown()
+
+
+def test_generated_answer_does_not_mix_subjects(make_workspace: MakeWorkspace) -> None:
+    other = "---\ndoc_id: sports\nversion: 1\nsubject: 运动会\n---\n- 报名截止时间：周五18:00\n"
+    mine = SCHEDULE.replace("title: 秋季开放日通知", "title: 秋季开放日通知\nsubject: 开放日")
+    ws = make_workspace({"evidence/schedule.md": mine, "evidence/sports.md": other})
+    mixed = generate_answer(ws.store, ws.store.state, ws.config, TODAY, "报名截止时间？", ["报名截止时间"])
+    assert mixed.wire.status.value == "abstain" and any("--subject" in n for n in mixed.notes)
+    chosen = generate_answer(ws.store, ws.store.state, ws.config, TODAY, "报名截止时间？", ["报名截止时间"],
+                             subject="开放日")
+    assert chosen.wire.status.value == "answered"
+    assert [c["doc_id"] for c in chosen.wire.claims] == ["schedule"]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
