@@ -104,14 +104,10 @@ def check_draft(
     valid = [r for r in results if r.valid]
     covered = _unique([r.field for r in valid if r.field is not None])
     missing = [f for f in required if f not in covered]
+    known_fields = {name for (_, name) in state.keyed_lines(today)}
     for name, span in draft.fields:
         if name in missing and not any(c.field == name for c in gate.conflicts):
-            findings.append(Finding(
-                "missing-field", span,
-                f"required field '{name}' is covered by no valid claim",
-                hint=f"Add a sentence stating '{name}' with a citation to an active evidence line,"
-                " or remove it from fields if the answer should abstain on it.",
-            ))
+            findings.append(_missing_field(name, span, results, known_fields))
     status = _status(gate, valid, missing)
     coverage = _coverage(draft, results, required, state, today)
     tokens, reserve = _output_budget(draft, valid, status, missing, visibility, config, findings)
@@ -136,6 +132,30 @@ def check_draft(
         claims=list(draft.claims), output_tokens=tokens, output_reserve=reserve,
         wire_claims=[_wire_claim(r) for r in valid],
     )
+
+
+def _missing_field(name: str, span: Span, results: list[_ClaimResult], known: set[str]) -> Finding:
+    """GR109, saying why: an invalid citation of the field, an unknown field name, or none."""
+    invalid = [r for r in results if r.field == name and not r.valid]
+    if invalid:
+        line = invalid[0].claim.citation_span.start_line + 1
+        return Finding(
+            "missing-field", span,
+            f"required field '{name}' is covered by no valid claim: the citation on line {line}"
+            " states it but is not valid",
+            hint=f"Fix the error reported on line {line}; this warning goes with it.")
+    if name not in known:
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.5)
+        return Finding(
+            "missing-field", span,
+            f"required field '{name}' is covered by no valid claim, and no active evidence line has"
+            " that field",
+            hint=(f"Did you mean '{close[0]}'?" if close else
+                  "Check the field name against the evidence, or keep it to make the answer abstain on it."))
+    return Finding(
+        "missing-field", span, f"required field '{name}' is covered by no valid claim",
+        hint=f"Add a sentence stating '{name}' with a citation to an active evidence line, or remove"
+        " it from fields if the answer should abstain on it.")
 
 
 # -- output budget (§8) -------------------------------------------------------------------
@@ -197,8 +217,8 @@ def _resolve_context(
         findings.append(Finding(
             "context-undeclared", FIRST_LINE,
             "no context declared, so visibility was not checked",
-            hint="Declare the context the answer was written from, e.g."
-            ' context: {units: ["schedule@2"]}',
+            hint="Declare the context the answer was written from in front matter, e.g."
+            ' context: {units: ["DOC_ID@VERSION"]} (or a log file, or a query with limit and reserve).',
         ))
         return None
 
@@ -275,12 +295,19 @@ def _check_claim(
     supported = True
     if ref.version < newest:
         supported = False
-        fix = _reanchor(claim, state, current, record)
+        current_inactive = state.inactive_reason(current, today)
+        fix = None if current_inactive else _reanchor(claim, state, current, record)
+        if current_inactive:
+            hint = (f"Version {newest} is not active either ({current_inactive}); cite another"
+                    " active source.")
+        elif fix:
+            hint = f"Re-anchor to {fix.new_text.split(' ')[0]}, where the same line still exists."
+        else:
+            hint = ("The cited line no longer exists verbatim in the current version; re-read it and"
+                    " cite the current line.")
         add("stale-citation",
             f"{cid} cites version {ref.version}, but version {newest} of '{ref.doc_id}' is current",
-            hint=(f"Re-anchor to {fix.new_text.split(' ')[0]}, where the same line still exists."
-                  if fix else "The cited line no longer exists verbatim in the current version;"
-                  " re-read it and cite the current line."),
+            hint=hint,
             fix=fix,
             related=(Location(config.evidence_display(current.path), 1, f"current version {newest}"),),
         )
@@ -468,8 +495,8 @@ def _gate(draft: ParsedDraft, results: list[_ClaimResult], required: list[str],
         related = tuple(Location(config.evidence_display(kl.path), kl.line, f"{kl.field}：{kl.value}")
                         for kl in conflict.lines)
         message = conflict.describe() + "; Grounding does not pick a side"
-        hint = ("Resolve it in the evidence (correct or revoke one source), or answer with status"
-                " 'conflict' and name both values.")
+        hint = ("Resolve it in the evidence (correct or revoke one source); until then the answer's"
+                " status is 'conflict'. Grounding never picks a side.")
         if conflict.field in field_spans:
             findings.append(Finding("field-conflict", field_spans[conflict.field], message, hint=hint,
                                     related=related))
@@ -523,7 +550,8 @@ def _uncited(draft: ParsedDraft, state: IndexState, config: Config, today: dt.da
             findings.append(Finding(
                 "uncited-claim", sentence.span,
                 f"this sentence states '{term}', a known field or value, without a citation",
-                hint="Add a footnote citing the evidence line (the insert-citation action finds"
+                hint="Add a footnote citing the evidence line it restates (in an editor, the"
+                " 'Cite' quick fix finds"
                 " candidates)."))
 
 
