@@ -24,7 +24,10 @@ EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
 def cmd_context(args: argparse.Namespace, ws: Workspace) -> int:
     """Print a draft's compiled context: kept/skipped units, tokens per unit, totals."""
-    rel = ws.rel(args.draft)
+    draft_path = args.draft
+    if not draft_path.is_absolute() and not draft_path.exists() and (ws.config.root / draft_path).exists():
+        draft_path = ws.config.root / draft_path  # a path relative to --root, as check accepts
+    rel = ws.rel(draft_path)
     text = ws.read_text(rel)
     if text is None:
         print(f"grounding: error: cannot read {args.draft}", file=sys.stderr)
@@ -33,10 +36,14 @@ def cmd_context(args: argparse.Namespace, ws: Workspace) -> int:
     draft = parse_draft(text, draft_kind(rel))
     spec = draft.context
     report = ws.check_text(rel, text, state)
-    if spec is None or spec.error is not None:
-        why = "declares no context" if spec is None else f"has an invalid context: {spec.error}"
-        print(f"grounding: error: {rel} {why}", file=sys.stderr)
-        return EXIT_USAGE
+    if spec is None:
+        print(f"{rel}: declares no context, so there is nothing to compile; add e.g."
+              " context: {query: ..., limit: 1500, reserve: 240} to its front matter."
+              f" Output: {report.output_tokens} tokens.")
+        return EXIT_OK
+    if spec.error is not None:
+        print(f"grounding: error: {rel} has an invalid context: {spec.error}", file=sys.stderr)
+        return EXIT_ERRORS
     if spec.kind == "query":
         compiled = compile_context(ws.store, state, ws.config, spec, draft.question or "", ws.today())
         summary: dict[str, Any] = compiled.summary()
@@ -54,8 +61,9 @@ def cmd_context(args: argparse.Namespace, ws: Workspace) -> int:
     for unit in summary.get("skipped", []):
         print(f"  skipped  {unit['unit']:<40} {unit['tokens']:>6} tokens (did not fit)")
     limit = summary.get("limit")
-    print(f"input {summary['input_tokens']} tokens" + (f" (limit {limit})" if limit else "")
-          + f"; output {report.output_tokens} tokens"
+    print(f"input (the rendered prompt: instruction, question, units, +BOS/EOS) {summary['input_tokens']} tokens"
+          + (f" (limit {limit})" if limit else "")
+          + f"; output (this draft's answer wire, +BOS/EOS) {report.output_tokens} tokens"
           + (f" (reserve {report.output_reserve})" if report.output_reserve else ""))
     return EXIT_OK
 

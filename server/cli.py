@@ -166,7 +166,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(report_json(reports, evidence), ensure_ascii=False, indent=1))
     elif args.format == "sarif":
-        print(json.dumps(sarif.report(reports, evidence), ensure_ascii=False, indent=1))
+        print(json.dumps(sarif.report(reports, evidence, ws.config.root), ensure_ascii=False, indent=1))
     else:
         print_text(reports, evidence)
     errors = sum(r.error_count for r in reports) + sum(
@@ -210,6 +210,9 @@ def _apply_fixes(ws: Workspace, reports: list[DraftReport], state: Any) -> list[
             text = path.read_bytes().decode("utf-8")
             bom = "\ufeff" if text.startswith("\ufeff") else ""
             path.write_bytes((bom + apply_edits(text[len(bom):], edits)).encode("utf-8"))
+            for edit in edits:
+                print(f"grounding: fixed {report.path}:{edit.span.start_line + 1}: {edit.title}",
+                      file=sys.stderr)
             report = ws.check_file(report.path, state)
         out.append(report)
     return out

@@ -7,6 +7,7 @@ percent-encoded (RFC 3986), so paths with spaces or CJK names stay valid URI ref
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -17,8 +18,17 @@ LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning",
           Severity.INFORMATION: "note", Severity.HINT: "note"}
 
 
-def report(reports: list[DraftReport], evidence: dict[str, list[Finding]]) -> dict[str, Any]:
-    """One SARIF log with one run over every draft and evidence finding."""
+ROOT_BASE_ID = "%SRCROOT%"
+
+
+def report(reports: list[DraftReport], evidence: dict[str, list[Finding]],
+           root: Path | None = None) -> dict[str, Any]:
+    """One SARIF log with one run over every draft and evidence finding.
+
+    Artifact URIs are relative to the workspace root and carry ``uriBaseId`` ``%SRCROOT%``;
+    ``originalUriBaseIds`` maps it to ``root`` (a file URI ending in ``/``) when given, so
+    code-scanning tools can resolve them.
+    """
     rules = sorted(RULES.values(), key=lambda r: r.code)
     rule_index = {r.name: i for i, r in enumerate(rules)}
     results: list[dict[str, Any]] = []
@@ -45,6 +55,8 @@ def report(reports: list[DraftReport], evidence: dict[str, list[Finding]]) -> di
                 } for r in rules],
             }},
             "columnKind": "unicodeCodePoints",
+            **({"originalUriBaseIds": {ROOT_BASE_ID: {"uri": root.resolve().as_uri().rstrip("/") + "/"}}}
+               if root is not None else {}),
             "results": results,
         }],
     }
@@ -64,16 +76,16 @@ def _result(path: str, f: Finding, index: int) -> dict[str, Any]:
         "startLine": f.span.start_line + 1, "startColumn": f.span.start_col + 1,
         "endLine": f.span.end_line + 1, "endColumn": f.span.end_col + 1,
     }
-    text = f.message + (f" Hint: {f.hint}" if f.hint else "")
+    text = f.message.rstrip(".") + (f". Hint: {f.hint}" if f.hint else "")
     out: dict[str, Any] = {
         "ruleId": f.code, "ruleIndex": index, "level": LEVELS[f.effective_severity],
         "message": {"text": text},
         "locations": [{"physicalLocation": {
-            "artifactLocation": {"uri": artifact_uri(path)}, "region": region}}],
+            "artifactLocation": {"uri": artifact_uri(path), "uriBaseId": ROOT_BASE_ID}, "region": region}}],
     }
     if f.related:
         out["relatedLocations"] = [
-            {"id": i, "physicalLocation": {"artifactLocation": {"uri": artifact_uri(r.path)},
+            {"id": i, "physicalLocation": {"artifactLocation": {"uri": artifact_uri(r.path), "uriBaseId": ROOT_BASE_ID},
                                            "region": {"startLine": r.line}},
              **({"message": {"text": r.message}} if r.message else {})}
             for i, r in enumerate(f.related)]
