@@ -10,6 +10,7 @@ Lines are 1-based; versions and sequence numbers are positive integers.
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -114,8 +115,8 @@ class IndexState:
         # the base state's counts and terms plus the lines the keyed patch removed and added.
         self._base = base
         self._by_doc: dict[dt.date, dict[str, tuple[KeyedLine, ...]]] = {}
-        self._term_counts: dict[dt.date, dict[str, int]] = {}
-        self._terms_base: dict[dt.date, tuple[dict[str, int], int, list[KeyedLine],
+        self._term_counts: dict[dt.date, _TermCounts] = {}
+        self._terms_base: dict[dt.date, tuple[_TermCounts, int, list[KeyedLine],
                                               list[KeyedLine]]] = {}
 
     @property
@@ -253,11 +254,12 @@ class IndexState:
     def _lines_of(self, record: VersionRecord) -> tuple[KeyedLine, ...]:
         """The non-meta field lines of one (active) version, in line order."""
         doc = self.document(record)
-        return tuple(
-            KeyedLine(record.doc_id, record.version, number, doc.subject, fl.field, fl.value,
-                      record.path)
-            for number, fl in doc.field_lines.items() if not self.is_meta_field(fl.field)
-        )
+        meta = self.settings.meta_fields
+        doc_id, version, subject, path = record.doc_id, record.version, doc.subject, record.path
+        return tuple([
+            KeyedLine(doc_id, version, number, subject, fl.field, fl.value, path)
+            for number, fl in doc.field_lines.items() if fl.field not in meta
+        ])
 
     def _patch_keyed(
         self,
@@ -302,8 +304,9 @@ class IndexState:
     def known_terms(self, today: dt.date) -> tuple[frozenset[str], int]:
         """SPEC §7.6: normalised field names and values (≥ 2 code points) of active lines.
 
-        Returns the set and the longest term's length in code points. Like
-        :meth:`keyed_lines`, patched from the base state's terms when it has them.
+        Returns the set and the longest term's length in code points. Counted per distinct
+        name and value as written (each is normalised once); like :meth:`keyed_lines`,
+        patched from the base state's counts when it has them.
         """
         cached = self._terms.get(today)
         if cached is not None:
@@ -311,39 +314,77 @@ class IndexState:
         keyed = self.keyed_lines(today)
         patch = self._terms_base.pop(today, None)
         if patch is not None:
-            old_counts, longest, removed, added = patch
-            counts = dict(old_counts)
+            old, longest, removed, added = patch
+            counts = _TermCounts(dict(old.fields), dict(old.values), dict(old.terms))
             recount = False
             for kl in removed:
-                for term in _terms_of(kl):
-                    left = counts[term] - 1
-                    if left:
-                        counts[term] = left
-                    else:
-                        del counts[term]
-                        recount |= len(term) == longest
+                for term in counts.remove(kl):
+                    recount |= len(term) == longest
             for kl in added:
-                for term in _terms_of(kl):
-                    counts[term] = counts.get(term, 0) + 1
+                for term in counts.add(kl):
                     longest = max(longest, len(term))
             if recount:
-                longest = max((len(t) for t in counts), default=0)
+                longest = max((len(t) for t in counts.terms), default=0)
         else:
-            counts = {}
-            for lines in keyed.values():
-                for kl in lines:
-                    for term in _terms_of(kl):
-                        counts[term] = counts.get(term, 0) + 1
-            longest = max((len(t) for t in counts), default=0)
-        result = (frozenset(counts), longest)
+            lines = [kl for group in keyed.values() for kl in group]
+            counts = _TermCounts(Counter(kl.field for kl in lines),
+                                 Counter(kl.value for kl in lines), {})
+            for name in counts.fields:
+                counts.refer(normalize(name))
+            for value in counts.values:
+                counts.refer(normalize_value(value))
+            longest = max((len(t) for t in counts.terms), default=0)
+        result = (frozenset(counts.terms), longest)
         self._term_counts[today] = counts
         self._terms[today] = result
         return result
 
 
-def _terms_of(kl: KeyedLine) -> list[str]:
-    """The SPEC §7.6 terms one line contributes (a name equal to its value counts twice)."""
-    return [t for t in (normalize(kl.field), normalize_value(kl.value)) if len(t) >= 2]
+@dataclass(slots=True)
+class _TermCounts:
+    """Active lines per field name and per value as written, and per normalised term the
+    number of distinct names/values that normalise to it (terms under 2 code points are
+    left out). Mutable only while one state builds its own copy.
+    """
+
+    fields: dict[str, int]
+    values: dict[str, int]
+    terms: dict[str, int]
+
+    def refer(self, term: str, step: int = 1) -> bool:
+        """Count one more (or, with ``step=-1``, one fewer) spelling of ``term``; True when
+        the term appears or disappears.
+        """
+        if len(term) < 2:
+            return False
+        left = self.terms.get(term, 0) + step
+        if left:
+            self.terms[term] = left
+        else:
+            del self.terms[term]
+        return left == (1 if step > 0 else 0)
+
+    def add(self, kl: KeyedLine) -> list[str]:
+        """Count a line; returns the terms that appeared."""
+        out = []
+        for counter, raw, norm in ((self.fields, kl.field, normalize),
+                                   (self.values, kl.value, normalize_value)):
+            counter[raw] = counter.get(raw, 0) + 1
+            if counter[raw] == 1 and self.refer(term := norm(raw)):
+                out.append(term)
+        return out
+
+    def remove(self, kl: KeyedLine) -> list[str]:
+        """Uncount a line; returns the terms that disappeared."""
+        out = []
+        for counter, raw, norm in ((self.fields, kl.field, normalize),
+                                   (self.values, kl.value, normalize_value)):
+            counter[raw] -= 1
+            if not counter[raw]:
+                del counter[raw]
+                if self.refer(term := norm(raw), -1):
+                    out.append(term)
+        return out
 
 
 def replay(events: Sequence[Event], n: int, cache: ParseCache) -> IndexState:

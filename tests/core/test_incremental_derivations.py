@@ -168,3 +168,17 @@ def test_fts_rows_follow_edits_and_old_indexes_are_rebuilt(tmp_path: Path) -> No
     store.scan(config)
     assert _fts(store) == _expected_fts(store.state)
     store.close()
+
+
+def test_field_lines_agree_with_parse_field_line() -> None:
+    rng = random.Random(11)
+    pieces = ["- ", "* ", "+ ", "-", " ", "：", ":", "::", "：:", "a", "中", "\t", "\u3000", "x y"]
+    for _ in range(3000):
+        separators = tuple(rng.sample(["：", ":", "::", "=", " - "], rng.randint(1, 3)))
+        lines = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 6)))
+                 for _ in range(rng.randint(1, 6))]
+        text = "\n".join(lines)
+        doc = evidence.parse_evidence_text("x.md", text, "0" * 64, separators)
+        expected = {n: parsed for n, line in enumerate(doc.lines, 1)
+                    if (parsed := evidence.parse_field_line(line, separators)) is not None}
+        assert doc.field_lines == expected, (separators, lines)
