@@ -38,17 +38,20 @@ class Conflict:
         named, then how many more there are: a key shared by thousands of lines still gives
         a readable message (related information lists the sources).
         """
-        by_value: dict[str, list[str]] = {}
+        by_value: dict[str, list[KeyedLine]] = {}
         spelled: dict[str, str] = {}
+        normalised: dict[str, str] = {}  # each distinct spelling normalised once
         for kl in self.lines:
-            key = normalize(kl.value)
+            key = normalised.get(kl.value)
+            if key is None:
+                key = normalised[kl.value] = normalize(kl.value)
             spelled.setdefault(key, kl.value)
-            by_value.setdefault(key, []).append(f"{kl.doc_id}@{kl.version}:{kl.line}")
+            by_value.setdefault(key, []).append(kl)
         parts = []
-        for key, ids in list(by_value.items())[:max_values]:
-            shown = ", ".join(ids[:ids_per_value])
-            if len(ids) > ids_per_value:
-                shown += f" and {len(ids) - ids_per_value} more"
+        for key, lines in list(by_value.items())[:max_values]:
+            shown = ", ".join(f"{kl.doc_id}@{kl.version}:{kl.line}" for kl in lines[:ids_per_value])
+            if len(lines) > ids_per_value:
+                shown += f" and {len(lines) - ids_per_value} more"
             parts.append(f"'{shorten(spelled[key])}' ({shown})")
         if len(by_value) > max_values:
             parts.append(f"{len(by_value) - max_values} more values")
