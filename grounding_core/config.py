@@ -155,8 +155,8 @@ def _validate(table: dict[str, Any], source: str) -> dict[str, Any]:
         if key not in known:
             raise ConfigError(f"{source}: unknown key {key!r} (known: {', '.join(sorted(known))})")
         if key in ("evidence", "index", "encoding"):
-            if not isinstance(value, str) or not value:
-                raise ConfigError(f"{source}: {key} must be a non-empty string")
+            if not isinstance(value, str) or not value or "\0" in value:
+                raise ConfigError(f"{source}: {key} must be a non-empty string without NUL")
             if key == "encoding" and value not in ENCODINGS:
                 raise ConfigError(f"{source}: encoding must be one of {', '.join(ENCODINGS)}")
             out[key] = value

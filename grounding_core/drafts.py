@@ -34,10 +34,13 @@ from .evidence import DOC_ID_FORBIDDEN, YAML_LOADER, front_matter_too_deep
 from .model import FIRST_LINE, CitationRef, Claim, Finding, Span
 from .text import LineIndex, has_letter_or_digit, shorten, split_lines
 
-ID_RE = re.compile(r"(?P<doc_id>[^\s@:\[\]\"]+)@(?P<version>[1-9][0-9]*):(?P<line>[1-9][0-9]*)")
+NUMBER = r"[1-9][0-9]{0,17}"
+"""A version or line number: SPEC's ``[1-9][0-9]*``, capped at 18 digits (no real document has
+a longer one, and SQLite integers end at 2**63 - 1)."""
+ID_RE = re.compile(rf"(?P<doc_id>[^\s@:\[\]\"]+)@(?P<version>{NUMBER}):(?P<line>{NUMBER})")
 HEX_RE = re.compile(r"[0-9a-f]{8,64}")
 UNIT_RE = re.compile(
-    r"(?P<doc_id>[^\s@:\[\]\"]+)@(?P<version>[1-9][0-9]*)(?::(?P<start>[1-9][0-9]*)(?:-(?P<end>[1-9][0-9]*))?)?"
+    rf"(?P<doc_id>[^\s@:\[\]\"]+)@(?P<version>{NUMBER})(?::(?P<start>{NUMBER})(?:-(?P<end>{NUMBER}))?)?"
 )
 REF_RE = re.compile(r"\[\^([^\]\s]+)\]")
 CODE_SPAN_RE = re.compile(r"(?<!`)(`+)(?!`).*?(?<!`)\1(?!`)")
@@ -289,6 +292,8 @@ def _id_problem(id_text: str) -> str:
     if not doc_id or DOC_ID_FORBIDDEN.search(doc_id):
         return f"{shown}: the doc_id is empty or holds whitespace, '@', ':', '[', ']' or '\"'"
     version, _, line = rest.partition(":")
+    if len(version) > 18 or len(line) > 18:
+        return f"{shorten(id_text, quote=True)}: the version or line number is too large"
     if not re.fullmatch(r"[1-9][0-9]*", version):
         return f"{shown}: the version {shorten(version, 20, quote=True)} must be a positive integer (no leading zeros)"
     return f"{shown}: the line {shorten(line, 20, quote=True)} must be a positive integer (no leading zeros)"
@@ -454,7 +459,7 @@ def parse_context_node(node: Any) -> ContextSpec:
     if isinstance(node, yaml.Node):
         try:
             value = yaml.safe_load(yaml.serialize(node))
-        except (yaml.YAMLError, RecursionError):
+        except (yaml.YAMLError, RecursionError, ValueError):
             return ContextSpec("units", error="context is not valid YAML")
     else:
         value = node
@@ -562,7 +567,7 @@ def parse_json_answer(text: str) -> ParsedDraft:
         draft.findings.append(Finding("malformed-citation", span, message, hint=hint))
 
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+        data = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_int=_parse_int)
     except (json.JSONDecodeError, _DuplicateKey) as exc:
         if isinstance(exc, json.JSONDecodeError):
             line, col = index.position(exc.pos)
@@ -680,6 +685,13 @@ def _json_claim(draft: ParsedDraft, claim: Any, ptr: str, span_of: Any, malforme
         json_sha256=claim["sha256"] if ok else None,
         value_spans=value_spans,
     ))
+
+
+def _parse_int(digits: str) -> int | float:
+    """JSON integers; one longer than 18 digits becomes a float, so the type check reports it
+    (Python refuses to convert integers of more than 4300 digits).
+    """
+    return int(digits) if len(digits.lstrip("-")) <= 18 else float("inf")
 
 
 class _DuplicateKey(ValueError):

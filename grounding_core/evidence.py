@@ -17,7 +17,7 @@ from functools import cached_property
 import yaml
 
 from .model import FieldLine, Span
-from .text import split_lines, strip_bom
+from .text import shorten, split_lines, strip_bom
 
 LIST_MARKERS = ("- ", "* ", "+ ")
 VERSION_RE = re.compile(r"[1-9][0-9]*")
@@ -221,6 +221,8 @@ def _front_matter_from(values: dict[str, tuple[str, int]], end_line: int) -> Fro
         raw = values["version"][0]
         if not VERSION_RE.fullmatch(raw):
             raise bad("version", f"{raw!r} is not a positive integer without leading zeros")
+        if len(raw) > 18:
+            raise bad("version", f"{shorten(raw)} is too large (at most 18 digits)")
         version = int(raw)
     status = values.get("status", ("active", 0))[0]
     if status not in STATUSES:

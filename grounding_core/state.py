@@ -116,6 +116,9 @@ class IndexState:
         self._base = base
         self._by_doc: dict[dt.date, dict[str, tuple[KeyedLine, ...]]] = {}
         self._term_counts: dict[dt.date, _TermCounts] = {}
+        self._fields: dict[dt.date, dict[str, frozenset[str | None]]] = {}
+        self._fields_base: dict[dt.date, tuple[dict[str, frozenset[str | None]],
+                                               set[tuple[str | None, str]]]] = {}
         self._terms_base: dict[dt.date, tuple[_TermCounts, int, list[KeyedLine],
                                               list[KeyedLine]]] = {}
 
@@ -280,7 +283,8 @@ class IndexState:
                 by_doc[doc_id] = self._lines_of(newest)
                 added.extend(by_doc[doc_id])
         keyed = dict(old)
-        for key in {(kl.subject, kl.field) for kl in (*removed, *added)}:
+        affected = {(kl.subject, kl.field) for kl in (*removed, *added)}
+        for key in affected:
             lines = [kl for kl in old.get(key, ()) if kl.doc_id not in touched]
             lines.extend(kl for kl in added if (kl.subject, kl.field) == key)
             if lines:
@@ -289,6 +293,9 @@ class IndexState:
             else:
                 keyed.pop(key, None)
         self._by_doc[today] = by_doc
+        old_fields = base._fields.get(today)
+        if old_fields is not None:
+            self._fields_base[today] = (old_fields, affected)
         old_counts = base._term_counts.get(today)
         old_terms = base._terms.get(today)
         if old_counts is not None and old_terms is not None:
@@ -297,9 +304,38 @@ class IndexState:
 
     def subjects_with_field(self, field_name: str, today: dt.date) -> list[str | None]:
         """Every subject (None included) having an active line with this field."""
-        keys = self.keyed_lines(today)
-        subjects = {subject for (subject, name) in keys if name == field_name}
+        subjects = self._field_subjects(today).get(field_name, frozenset())
         return sorted(subjects, key=lambda s: (s is not None, s or ""))
+
+    def field_names(self, today: dt.date) -> frozenset[str]:
+        """Every field name of an active, non-meta field line (the fields of :meth:`keyed_lines`)."""
+        return frozenset(self._field_subjects(today))
+
+    def _field_subjects(self, today: dt.date) -> dict[str, frozenset[str | None]]:
+        """Field name -> the subjects it occurs under in :meth:`keyed_lines`; built once per
+        state and date (patched from the base state's like the keyed lines).
+        """
+        cached = self._fields.get(today)
+        if cached is not None:
+            return cached
+        keyed = self.keyed_lines(today)
+        patch = self._fields_base.pop(today, None)
+        if patch is not None:
+            fields = dict(patch[0])
+            for subject, name in patch[1]:
+                had = fields.get(name, frozenset())
+                now = had | {subject} if (subject, name) in keyed else had - {subject}
+                if now:
+                    fields[name] = now
+                else:
+                    fields.pop(name, None)
+        else:
+            grouped: dict[str, set[str | None]] = {}
+            for subject, name in keyed:
+                grouped.setdefault(name, set()).add(subject)
+            fields = {name: frozenset(subjects) for name, subjects in grouped.items()}
+        self._fields[today] = fields
+        return fields
 
     def known_terms(self, today: dt.date) -> tuple[frozenset[str], int]:
         """SPEC §7.6: normalised field names and values (≥ 2 code points) of active lines.

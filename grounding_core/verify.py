@@ -104,7 +104,7 @@ def check_draft(
     valid = [r for r in results if r.valid]
     covered = _unique([r.field for r in valid if r.field is not None])
     missing = [f for f in required if f not in covered]
-    known_fields = {name for (_, name) in state.keyed_lines(today)}
+    known_fields = set(state.field_names(today))
     for name, span in draft.fields:
         if name in missing and not any(c.field == name for c in gate.conflicts):
             findings.append(_missing_field(name, span, results, known_fields))
@@ -239,8 +239,8 @@ def _resolve_context(
         assert spec.log is not None
         text = read_text(spec.log) if read_text is not None else None
         if text is None:
-            return invalid(f"the context log {spec.log!r} does not exist (paths are relative to"
-                           " the workspace root)")
+            return invalid(f"the context log {shorten(spec.log, quote=True)} cannot be read: it must be"
+                           " a UTF-8 file inside the workspace root (paths are relative to the root)")
         try:
             units = parse_context_log(text)
         except ValueError as exc:

@@ -87,17 +87,33 @@ class Workspace:
                 d for d in dirnames
                 if d not in SKIP_DIRS and (here / d).resolve() != evidence_root
             )
+            if here.resolve().is_relative_to(evidence_root):
+                dirnames[:] = []
+                continue  # files under the evidence root are never drafts (SPEC §2)
             for name in filenames:
-                rel = (here / name).relative_to(root).as_posix()
-                if self.config.draft_matches(rel) and not (here / name).is_symlink():
+                full = here / name
+                rel = full.relative_to(root).as_posix()
+                if self.config.draft_matches(rel) and not full.is_symlink() and full.is_file():
                     out.append(rel)
         return sorted(out)
 
+    MAX_READ_BYTES = 64 * 1024 * 1024
+
     def read_text(self, rel_path: str) -> str | None:
-        """A UTF-8 file relative to the root (BOM removed), or None if missing/unreadable."""
+        """A UTF-8 regular file inside the workspace root (BOM removed), else None.
+
+        Used for context logs (SPEC §6: relative to the workspace root): a path that resolves
+        outside the root, a device or FIFO, a file over 64 MB, or one that is not UTF-8 is
+        never read (None, so the caller reports ``invalid-context``).
+        """
         try:
-            data = (self.config.root / rel_path).read_bytes()
-        except OSError:
+            full = (self.config.root / rel_path).resolve()
+            if not full.is_relative_to(self.config.root) or not full.is_file():
+                return None
+            if full.stat().st_size > self.MAX_READ_BYTES:
+                return None
+            data = full.read_bytes()
+        except (OSError, ValueError):
             return None
         try:
             text = data.decode("utf-8")
@@ -124,7 +140,10 @@ class Workspace:
                    today: dt.date | None = None) -> DraftReport:
         """Check a draft file; an unreadable file is one malformed-citation finding."""
         try:
-            data = (self.config.root / rel_path).read_bytes()
+            path = self.config.root / rel_path
+            if not path.is_file():
+                raise OSError(0, "not a regular file")
+            data = path.read_bytes()
             text = data.decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) else "it is not valid UTF-8"

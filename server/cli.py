@@ -189,6 +189,10 @@ def _draft_paths(ws: Workspace, paths: list[Path]) -> list[str] | None:
         if full.is_dir():
             prefix = ws.rel(full).rstrip("/") + "/"
             out.extend(p for p in ws.discover_drafts() if prefix == "./" or p.startswith(prefix))
+        elif full.resolve().is_relative_to(ws.config.evidence_root):
+            raise UsageError(f"{path} is under the evidence folder: evidence files are never drafts")
+        elif not full.is_file():
+            raise UsageError(f"{path}: not a regular file")
         else:
             out.append(ws.rel(full))
     return out

@@ -25,7 +25,7 @@ from lsprotocol import types
 from pygls.capabilities import get_capability
 
 from grounding_core.conflicts import all_conflicts
-from grounding_core.model import Finding, Location, Span
+from grounding_core.model import Finding, Location, Severity, Span
 from grounding_core.state import KeyedLine
 from grounding_core.store import ScanResult
 from grounding_core.text import normalize, split_lines
@@ -66,8 +66,17 @@ def register(server: GroundingServer, state: ServerState) -> None:
         related = bool(get_capability(server.client_capabilities,
                                       "text_document.publish_diagnostics.related_information", True))
         snap = result.snapshot
-        return [lsp_diagnostic(f, snap.lines, snap.codec, engine.root_uri_of, lines_of, related)
-                for f in result.report.findings]
+        findings = result.report.findings
+        shown = _most_severe(findings, MAX_DIAGNOSTICS)
+        out = [lsp_diagnostic(f, snap.lines, snap.codec, engine.root_uri_of, lines_of, related)
+               for f in shown]
+        if len(findings) > len(shown):
+            out.append(types.Diagnostic(
+                range=types.Range(types.Position(0, 0), types.Position(0, 0)),
+                message=f"{len(findings) - len(shown)} more findings are not shown in the editor;"
+                " run 'grounding check' on this draft to see them all.",
+                severity=types.DiagnosticSeverity.Information, source="grounding"))
+        return out
 
     def publish(uri: str, version: int | None, diagnostics: list[types.Diagnostic]) -> None:
         server.text_document_publish_diagnostics(
@@ -192,6 +201,20 @@ def register(server: GroundingServer, state: ServerState) -> None:
             if state.is_current(snapshot):
                 await engine.set_result(uri, result)
         return types.RelatedFullDocumentDiagnosticReport(items=diagnostics_of(result))
+
+
+MAX_DIAGNOSTICS = 1000
+"""Diagnostics published for one draft; errors first. A pasted log can hold 100k sentences,
+and publishing each would stall the client; the rest are counted in one information item."""
+
+
+def _most_severe(findings: Sequence[Finding], limit: int) -> list[Finding]:
+    if len(findings) <= limit:
+        return list(findings)
+    order = [Severity.ERROR, Severity.WARNING, Severity.INFORMATION, Severity.HINT]
+    ranked = sorted(findings, key=lambda f: order.index(f.effective_severity))[:limit]
+    keep = set(map(id, ranked))
+    return [f for f in findings if id(f) in keep]
 
 
 MAX_RELATED = 20
