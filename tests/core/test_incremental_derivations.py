@@ -45,13 +45,14 @@ def _text(rng: random.Random) -> str:
 
 
 def test_patched_indexes_equal_a_fresh_replay(monkeypatch: pytest.MonkeyPatch) -> None:
-    patched = {"keyed": 0, "terms": 0}
+    patched = {"keyed": 0, "terms": 0, "fields": 0}
     patch_keyed = IndexState._patch_keyed
 
     def counting(self: IndexState, *args: object) -> object:
         patched["keyed"] += 1
         result = patch_keyed(self, *args)  # type: ignore[arg-type]
         patched["terms"] += bool(self._terms_base)
+        patched["fields"] += bool(self._fields_base)
         return result
 
     monkeypatch.setattr(IndexState, "_patch_keyed", counting)
@@ -82,8 +83,10 @@ def test_patched_indexes_equal_a_fresh_replay(monkeypatch: pytest.MonkeyPatch) -
             fresh = IndexState(cache=cache).apply(events)
             assert state.keyed_lines(TODAY) == fresh.keyed_lines(TODAY)
             assert state.known_terms(TODAY) == fresh.known_terms(TODAY)
-            assert state.subjects_with_field("时间", TODAY) == fresh.subjects_with_field("时间", TODAY)
-    assert patched["keyed"] > 100 and patched["terms"] > 50
+            for name in FIELDS:
+                assert state.subjects_with_field(name, TODAY) == fresh.subjects_with_field(name, TODAY)
+            assert state.field_names(TODAY) == fresh.field_names(TODAY)
+    assert patched["keyed"] > 100 and patched["terms"] > 50 and patched["fields"] > 50
 
 
 def _outcome(lines: list[str]) -> object:
