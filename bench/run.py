@@ -1,0 +1,799 @@
+#!/usr/bin/env python3
+"""Grounding benchmarks: one command, one table (see BENCHMARKS.md).
+
+    python3 bench/run.py            # full run: generated 1k and 10k files, Debian copyright files
+    python3 bench/run.py --quick    # CI smoke run: tiny corpora, same code, < 60 s
+
+Corpora are built by ``bench/corpus.py`` under ``bench/.corpus/`` (gitignored, deterministic).
+For each corpus the run measures, each phase in a fresh worker process (``--worker``):
+
+- ``index`` worker: the read+sha256 floor (walk, read and hash every evidence file; best of
+  three, page cache warm), the cold index (no database -> ``Workspace.open`` + ``scan``),
+  then writes a 100-citation draft from the index (``answers/bench.md``) and times
+  ``grounding_core.verify.check_draft`` on it, and ``rg -F -x`` over the same corpus for the
+  same 100 quotes;
+- ``warm`` worker: a new process opens the existing database and rescans with nothing
+  changed; then one evidence file (cited by the draft) is changed, re-indexed and the draft
+  re-checked, five times;
+- the language server (``python -m server`` over stdio, driven by pygls's
+  ``LanguageClient`` as an editor would): its own cold index (a separate database) until the
+  draft's first ``publishDiagnostics``; its peak RSS (``VmHWM``); ``didChange`` and
+  ``didSave`` -> ``publishDiagnostics`` latency; and an evidence file edited on disk ->
+  the draft's diagnostics refreshed with the new finding (and restored -> gone again).
+
+Timings exclude interpreter start-up and imports. Targets are reported, never asserted:
+"ok" or "MISS" next to a figure compares it with the target in the same row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import hashlib
+import json
+import math
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+sys.path[:0] = [str(BENCH), str(REPO)]
+if os.environ.get("GROUNDING_BENCH_CODE"):  # measure another checkout's grounding_core
+    sys.path.insert(0, os.environ["GROUNDING_BENCH_CODE"])
+
+import corpus as corpora  # noqa: E402  (bench/corpus.py, found through sys.path above)
+
+ROWS: list[tuple[str, str, str]] = [
+    # (key, label, target)
+    ("size", "evidence files / bytes", ""),
+    ("floor", "read+sha256 floor (walk, read, hash)", ""),
+    ("cold", "cold index (x floor)", "<= 10x floor"),
+    ("warm", "warm start, nothing changed (new process)", "<= 0.5 s"),
+    ("one_file", "one file changed: re-index + re-check draft", "<= 20 ms"),
+    ("first_check", "first check after cold index / after warm start", ""),
+    ("check", "check_draft, 100 citations p50 / p95", "p95 <= 20 ms"),
+    ("rg", "100 quotes: check_draft vs rg -F -x (ratio)", "<= 0.2x rg"),
+    ("lsp_index", "server cold index -> first draft diagnostics", ""),
+    ("rss", "server peak RSS after indexing (VmHWM)", "<= 300 MB at 50 MB"),
+    ("stdio_change", "stdio didChange -> publishDiagnostics p50 / p95", "p95 <= 50 ms"),
+    ("stdio_save", "stdio didSave -> publishDiagnostics p50 / p95", ""),
+    ("evidence_edit", "evidence edit on disk -> refreshed diagnostics p50 / max", "<= 500 ms"),
+]
+"""Every row the table prints, in order; tests/test_bench_smoke.py checks they all appear."""
+
+DRAFT_CITATIONS = 100
+LSP_INDEX_TIMEOUT = {"gen-1k": 300.0, "gen-10k": 600.0, "debian": 90.0}
+"""Seconds to wait for the server's first draft diagnostics (its cold index) per corpus."""
+EDIT_COUNTER_TEXT = "Benchmark edit 0000 restates evidence lines."
+
+
+# ------------------------------------------------------------------------------- helpers
+
+
+def pct(samples: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty sample."""
+    ordered = sorted(samples)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def fmt_s(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    return f"{seconds * 1000:.1f} ms" if seconds < 0.1 else f"{seconds * 1000:.0f} ms"
+
+
+def fmt_mb(n: float) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def remove_index(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        p = Path(str(path) + suffix)
+        if p.exists():
+            p.unlink()
+
+
+def evidence_files(root: Path) -> list[str]:
+    out = []
+    for dirpath, dirnames, names in os.walk(root / "evidence"):
+        dirnames.sort()
+        out.extend(os.path.join(dirpath, n) for n in sorted(names))
+    return out
+
+
+def floor_seconds(root: Path) -> tuple[float, int]:
+    """Best of three: list, read and sha256 every evidence file."""
+    best = math.inf
+    total = 0
+    for _ in range(3):
+        t0 = time.perf_counter()
+        total = 0
+        for path in evidence_files(root):
+            with open(path, "rb") as handle:
+                data = handle.read()
+            hashlib.sha256(data).hexdigest()
+            total += len(data)
+        best = min(best, time.perf_counter() - t0)
+    return best, total
+
+
+# --------------------------------------------------------------------------- the draft
+
+
+BAD_VALUE_CHARS = set('"[]^*_`<>|\\&~#{}。！？!?\t')
+
+
+def _usable(field: str, value: str, quote: str) -> bool:
+    if not value or len(value) > 80 or len(field) > 40 or not field[0].isalnum():
+        return False
+    if any(c in BAD_VALUE_CHARS for c in field + value) or '"' in quote:
+        return False
+    return ". " not in value and not value.endswith(".") and ":" not in field
+
+
+def build_draft(state: Any, today: dt.date, seed: int = 7) -> tuple[str, list[str], dict[str, Any]]:
+    """A Markdown draft with 100 citations to field lines of the index (SPEC §5.1).
+
+    About 95 cite active lines (valid unless a conflict or a value check says otherwise) and
+    up to 5 cite superseded versions (stale). Returns the text, the 100 quoted lines (for
+    ``rg``) and facts the workers need (cited doc ids, the edit-counter line).
+    """
+    rng = random.Random(seed)
+    active = list(state.active_records(today))
+    rng.shuffle(active)
+    picks: list[tuple[Any, int, Any]] = []
+
+    def pick_from(record: Any) -> tuple[Any, int, Any] | None:
+        doc = state.document(record)
+        lines = [(n, fl) for n, fl in sorted(doc.field_lines.items())
+                 if not state.is_meta_field(fl.field) and not doc.is_front_matter_line(n)
+                 and _usable(fl.field, fl.value, doc.lines[n - 1])]
+        if not lines:
+            return None
+        number, fl = rng.choice(lines)
+        return record, number, fl
+
+    stale: list[tuple[Any, int, Any]] = []
+    for doc_id in sorted(state.doc_ids()):
+        versions = state.versions(doc_id)
+        if len(versions) > 1 and len(stale) < 5:
+            old = versions[min(versions)]
+            got = pick_from(old)
+            if got is not None:
+                stale.append(got)
+    wanted = DRAFT_CITATIONS - len(stale)
+    for record in active:  # one line per document first, then more (tiny corpora)
+        if len(picks) >= wanted:
+            break
+        got = pick_from(record)
+        if got is not None:
+            picks.append(got)
+    for _ in range(4):
+        for record in active:
+            if len(picks) >= wanted:
+                break
+            got = pick_from(record)
+            if got is not None and (got[0].doc_id, got[1]) not in {(r.doc_id, n) for r, n, _ in picks}:
+                picks.append(got)
+    picks += stale
+    if not picks:
+        raise SystemExit("bench: the corpus has no usable field lines")
+    cited_fields = sorted({fl.field for _, _, fl in picks})
+    required = rng.sample(cited_fields, min(3, len(cited_fields)))
+    units = sorted({f"{r.doc_id}@{r.version}" for r, _, _ in picks})
+    head = [
+        "---",
+        "question: Benchmark draft citing one hundred evidence lines",
+        "fields: " + json.dumps(required, ensure_ascii=False),
+        "context: {units: " + json.dumps(units, ensure_ascii=False) + "}",
+        "---",
+        "# Benchmark answer",
+        "",
+        EDIT_COUNTER_TEXT,
+        f"Also note {picks[0][2].value} without a footnote.",
+        "",
+    ]
+    counter_line = head.index(EDIT_COUNTER_TEXT)
+    body: list[str] = []
+    notes: list[str] = []
+    quotes: list[str] = []
+    for n, (record, number, fl) in enumerate(picks, 1):
+        if any("\u4e00" <= c <= "\u9fff" for c in fl.field):
+            body.append(f"{fl.field}是{fl.value}[^{n}]。")
+        else:
+            body.append(f"The {fl.field} is {fl.value}[^{n}].")
+        quote = state.document(record).lines[number - 1]
+        quotes.append(quote)
+        notes.append(f'[^{n}]: {record.doc_id}@{record.version}:{number} sha256:{record.sha256[:12]}'
+                     f' "{quote}"')
+    text = "\n".join(head + body + [""] + notes) + "\n"
+    facts = {
+        "citations": len(picks),
+        "stale": len(stale),
+        "counter_line": counter_line,
+        "cited": [[r.doc_id, r.version, r.path] for r, _, _ in picks],
+    }
+    return text, quotes, facts
+
+
+# ---------------------------------------------------------------------------- workers
+
+
+def _imports() -> float:
+    t0 = time.perf_counter()
+    import grounding_core.drafts  # noqa: F401
+    import grounding_core.verify  # noqa: F401
+    import grounding_core.workspace  # noqa: F401
+
+    return time.perf_counter() - t0
+
+
+def worker_index(root: Path, iterations: int) -> dict[str, Any]:
+    """Floor, cold index, the draft, check_draft percentiles, rg comparison."""
+    import_s = _imports()
+    from grounding_core.drafts import draft_kind, parse_draft
+    from grounding_core.verify import check_draft
+    from grounding_core.workspace import Workspace
+
+    out: dict[str, Any] = {"imports_s": import_s}
+    out["floor_s"], out["bytes"] = floor_seconds(root)
+    out["files"] = len(evidence_files(root))
+
+    remove_index(root / ".grounding" / "index.sqlite")
+    t0, c0 = time.perf_counter(), time.process_time()
+    ws = Workspace.open(root)
+    result = ws.scan()
+    out["cold_s"] = time.perf_counter() - t0
+    out["cold_cpu_s"] = time.process_time() - c0
+    state = result.state
+    today = ws.today()
+    out["docs"] = len(state.doc_ids())
+    out["events"] = len(result.events)
+    out["evidence_findings"] = sum(len(v) for v in result.evidence.values())
+
+    text, quotes, facts = build_draft(state, today)
+    ws.config.root.joinpath("answers").mkdir(exist_ok=True)
+    draft_path = root / "answers" / "bench.md"
+    draft_path.write_text(text, encoding="utf-8")
+    (root / "quotes.txt").write_text("\n".join(quotes) + "\n", encoding="utf-8")
+    (root / "draft-facts.json").write_text(json.dumps(facts, ensure_ascii=False), encoding="utf-8")
+    out.update({k: v for k, v in facts.items() if k != "cited"})
+
+    rel = "answers/bench.md"
+    draft = parse_draft(text, draft_kind(rel))
+
+    def check() -> Any:
+        return check_draft(draft, state, ws.config, today, rel, ws.read_text, ws.compile_query)
+
+    from grounding_core.budget import output_tokens
+
+    t0 = time.perf_counter()
+    output_tokens("x", ws.config.encoding)  # loads the tokenizer once per process
+    out["encoding_load_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    report = check()
+    out["first_check_s"] = time.perf_counter() - t0
+    out["status"] = report.status.value
+    out["findings"] = _finding_counts(report)
+    samples = []
+    for _ in range(iterations):
+        t0 = time.perf_counter()
+        check()
+        samples.append(time.perf_counter() - t0)
+    out["check_p50_s"] = statistics.median(samples)
+    out["check_p95_s"] = pct(samples, 95)
+    parse_samples = []
+    for _ in range(max(3, iterations // 3)):
+        t0 = time.perf_counter()
+        parse_draft(text, draft_kind(rel))
+        parse_samples.append(time.perf_counter() - t0)
+    out["parse_p50_s"] = statistics.median(parse_samples)
+
+    rg = shutil.which("rg")
+    if rg is None:
+        out["rg_s"] = None
+    else:
+        cmd = [rg, "--no-ignore", "--hidden", "--no-config", "-F", "-x", "-c",
+               "-f", str(root / "quotes.txt"), str(root / "evidence")]
+        rg_samples = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            proc = subprocess.run(cmd, capture_output=True, check=False)
+            rg_samples.append(time.perf_counter() - t0)
+        out["rg_s"] = statistics.median(rg_samples)
+        out["rg_matching_files"] = len(proc.stdout.splitlines())
+    ws.store.close()
+    return out
+
+
+def worker_warm(root: Path, edits: int) -> dict[str, Any]:
+    """Warm start (new process, nothing changed), then one-file changes re-indexed + re-checked."""
+    import_s = _imports()
+    from grounding_core.drafts import draft_kind, parse_draft
+    from grounding_core.verify import check_draft
+    from grounding_core.workspace import Workspace
+
+    out: dict[str, Any] = {"imports_s": import_s}
+    t0 = time.perf_counter()
+    ws = Workspace.open(root)
+    result = ws.scan()
+    out["warm_s"] = time.perf_counter() - t0
+    out["warm_changed"] = len(result.changed)
+    state = result.state
+    today = ws.today()
+    rel = "answers/bench.md"
+    draft = parse_draft((root / rel).read_text(encoding="utf-8"), draft_kind(rel))
+    from grounding_core.budget import output_tokens
+
+    output_tokens("x", ws.config.encoding)  # loads the tokenizer once per process
+    t0 = time.perf_counter()
+    check_draft(draft, state, ws.config, today, rel, ws.read_text, ws.compile_query)
+    out["warm_first_check_s"] = time.perf_counter() - t0
+
+    facts = json.loads((root / "draft-facts.json").read_text(encoding="utf-8"))
+    target = ws.config.evidence_root / facts["cited"][0][2]
+    original = target.read_bytes()
+    samples = []
+    scan_samples = []
+    saw_change = True
+    before = _finding_set(check_draft(draft, state, ws.config, today, rel, ws.read_text,
+                                      ws.compile_query))
+    try:
+        for i in range(edits):
+            target.write_bytes(original + f"- Bench edit {i}: value {i}\n".encode())
+            t0 = time.perf_counter()
+            result = ws.scan()
+            t1 = time.perf_counter()
+            report = check_draft(draft, result.state, ws.config, today, rel, ws.read_text,
+                                 ws.compile_query)
+            t2 = time.perf_counter()
+            scan_samples.append(t1 - t0)
+            samples.append(t2 - t0)
+            after = _finding_set(report)  # hash-mismatch, or a stale-citation naming v(n+1)
+            saw_change &= after != before and len(result.changed) == 1
+            before = after
+    finally:
+        target.write_bytes(original)
+        ws.scan()
+    out["one_file_p50_s"] = statistics.median(samples)
+    out["one_file_scan_p50_s"] = statistics.median(scan_samples)
+    out["one_file_saw_change"] = saw_change
+    ws.store.close()
+    return out
+
+
+def _finding_set(report: Any) -> set[tuple[str, str]]:
+    return {(f.name, f.message) for f in report.findings}
+
+
+def _finding_counts(report: Any) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for f in report.findings:
+        counts[f.name] = counts.get(f.name, 0) + 1
+    return counts
+
+
+def run_worker(phase: str, root: Path, arg: int, timeout: float) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", phase, str(root), str(arg)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False,
+                          cwd=REPO)
+    if proc.returncode != 0:
+        raise RuntimeError(f"worker {phase} failed:\n{proc.stderr[-3000:]}")
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+# ------------------------------------------------------------------- language server
+
+
+async def lsp_phase(root: Path, changes: int, edits: int, index_timeout: float,
+                    out: dict[str, Any]) -> None:
+    """Drive ``python -m server`` over stdio like an editor; see the module docstring.
+
+    The server indexes into its own database (``initializationOptions``), so this measures
+    its cold index. If the draft's first diagnostics do not arrive within ``index_timeout``
+    seconds, the RSS and the evidence files published so far are recorded, the server is
+    killed, and the other server rows stay empty.
+    """
+    from lsprotocol import types
+    from pygls.lsp.client import LanguageClient
+
+    out["evidence_publishes"] = 0
+    server_index = ".grounding/server-bench.sqlite"
+    remove_index(root / server_index)
+    draft_path = root / "answers" / "bench.md"
+    draft_uri = draft_path.as_uri()
+    text = draft_path.read_text(encoding="utf-8")
+    facts = json.loads((root / "draft-facts.json").read_text(encoding="utf-8"))
+    evidence_target = root / "evidence" / facts["cited"][min(1, len(facts["cited"]) - 1)][2]
+
+    client = LanguageClient("grounding-bench", "1")
+    published: asyncio.Queue[tuple[float, types.PublishDiagnosticsParams]] = asyncio.Queue()
+
+    @client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    def on_diagnostics(params: types.PublishDiagnosticsParams) -> None:
+        if params.uri == draft_uri:
+            published.put_nowait((time.perf_counter(), params))
+        else:
+            out["evidence_publishes"] += 1
+
+    @client.feature(types.WINDOW_SHOW_MESSAGE)
+    def on_message(params: types.ShowMessageParams) -> None:
+        out.setdefault("messages", []).append(params.message)
+
+    @client.feature("grounding/status")
+    def on_status(params: Any) -> None:
+        """The server's status-bar notification; not measured."""
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
+                                                                     os.environ.get("PYTHONPATH")]))}
+    await client.start_io(sys.executable, "-m", "server", cwd=str(REPO), env=env)
+    server = client._server
+    assert server is not None and server.stderr is not None
+    stderr_tail: list[bytes] = []
+
+    async def drain() -> None:
+        assert server.stderr is not None
+        while line := await server.stderr.readline():
+            stderr_tail.append(line)
+            del stderr_tail[:-50]
+
+    drainer = asyncio.create_task(drain())
+
+    async def next_publish(timeout: float, want: Any = None) -> tuple[float, Any]:
+        deadline = time.perf_counter() + timeout
+        while True:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                raise TimeoutError(f"no matching publishDiagnostics within {timeout:.0f} s;"
+                                   " server stderr:\n"
+                                   + b"".join(stderr_tail).decode(errors="replace")[-2000:])
+            try:
+                stamp, params = await asyncio.wait_for(published.get(), left)
+            except TimeoutError:
+                continue  # reported above, with the server's stderr
+            if want is None or want(params):
+                return stamp, params
+
+    def findings(params: Any) -> list[tuple[str, str]]:
+        """(name, message) of each diagnostic: what an edit to the evidence must change."""
+        return sorted(((d.data or {}).get("name", "") if isinstance(d.data, dict) else "",
+                       d.message) for d in params.diagnostics)
+
+    clean_exit = False
+    try:
+        t0 = time.perf_counter()
+        await client.initialize_async(types.InitializeParams(
+            process_id=os.getpid(),
+            root_uri=root.as_uri(),
+            workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name=root.name)],
+            initialization_options={"grounding": {"index": server_index}},
+            capabilities=types.ClientCapabilities(
+                text_document=types.TextDocumentClientCapabilities(
+                    synchronization=types.TextDocumentSyncClientCapabilities(did_save=True),
+                    publish_diagnostics=types.PublishDiagnosticsClientCapabilities(
+                        related_information=True, version_support=True),
+                ),
+            ),
+        ))
+        client.initialized(types.InitializedParams())
+        version = 1
+        client.text_document_did_open(types.DidOpenTextDocumentParams(
+            types.TextDocumentItem(uri=draft_uri, language_id="markdown", version=version, text=text)))
+        try:
+            t_first, last = await next_publish(index_timeout)
+        except TimeoutError:
+            out["lsp_timeout_s"] = index_timeout
+            out["rss_at_timeout"] = _proc_status(server.pid)
+            raise
+        out["lsp_index_s"] = t_first - t0
+        out["lsp_first_names"] = sorted({name for name, _ in findings(last)})
+        out["rss_after_index"] = _proc_status(server.pid)
+
+        # didChange: edit the counter in one uncited sentence, wait for that version's report
+        line = facts["counter_line"]
+        col = EDIT_COUNTER_TEXT.index("0000")
+        change_samples = []
+        for i in range(changes):
+            version += 1
+            sent = time.perf_counter()
+            client.text_document_did_change(types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=draft_uri, version=version),
+                content_changes=[types.TextDocumentContentChangePartial(
+                    range=types.Range(types.Position(line, col), types.Position(line, col + 4)),
+                    text=f"{(i + 1) % 10000:04d}")]))
+            stamp, last = await next_publish(60, lambda p, v=version: p.version == v)
+            change_samples.append(stamp - sent)
+        out["change_p50_s"] = statistics.median(change_samples)
+        out["change_p95_s"] = pct(change_samples, 95)
+
+        # didSave: checked at once (no debounce)
+        save_samples = []
+        for _ in range(changes):
+            sent = time.perf_counter()
+            client.text_document_did_save(types.DidSaveTextDocumentParams(
+                types.TextDocumentIdentifier(uri=draft_uri)))
+            stamp, last = await next_publish(60)
+            save_samples.append(stamp - sent)
+        out["save_p50_s"] = statistics.median(save_samples)
+        out["save_p95_s"] = pct(save_samples, 95)
+
+        # an evidence file cited by the draft is edited on disk, then restored: each write
+        # must change the draft's findings (hash-mismatch or a newer stale-citation)
+        original = evidence_target.read_bytes()
+        edit_samples = []
+        await asyncio.sleep(0.5)  # let the watcher settle after start-up
+        try:
+            for i in range(edits):
+                for content in (original + f"- Bench edit {i}: value {i}\n".encode(), original):
+                    before = findings(last)
+                    sent = time.perf_counter()
+                    evidence_target.write_bytes(content)
+                    stamp, last = await next_publish(60, lambda p, b=before: findings(p) != b)
+                    edit_samples.append(stamp - sent)
+        finally:
+            evidence_target.write_bytes(original)
+        out["edit_p50_s"] = statistics.median(edit_samples)
+        out["edit_max_s"] = max(edit_samples)
+        out["rss_end"] = _proc_status(server.pid)
+
+        await asyncio.wait_for(client.shutdown_async(None), 60)
+        client.exit(None)
+        clean_exit = True
+    finally:
+        if not clean_exit and server.returncode is None:
+            server.kill()
+        try:
+            await asyncio.wait_for(server.wait(), 20)
+        except TimeoutError:
+            server.kill()
+        drainer.cancel()
+        await client.stop()
+        remove_index(root / server_index)
+
+
+def _proc_status(pid: int) -> dict[str, int]:
+    """VmHWM / VmRSS of a process, in bytes."""
+    values: dict[str, int] = {}
+    with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+        for line in handle:
+            key, _, rest = line.partition(":")
+            if key in ("VmHWM", "VmRSS"):
+                values[key] = int(rest.split()[0]) * 1024
+    return values
+
+
+# ----------------------------------------------------------------------------- table
+
+
+def mark(ok: bool | None) -> str:
+    return "" if ok is None else (" ok" if ok else " MISS")
+
+
+def cells(r: dict[str, Any], corpus: corpora.Corpus) -> dict[str, str]:
+    """Format one corpus's results; a missing result prints as 'error'."""
+    c: dict[str, str] = {}
+
+    def get(*keys: str) -> Any:
+        for k in keys:
+            if r.get(k) is None:
+                raise KeyError(k)
+        return [r[k] for k in keys]
+
+    def put(key: str, fn: Any, fallback: Any = None) -> None:
+        try:
+            c[key] = fn()
+        except KeyError:
+            try:
+                c[key] = fallback() if fallback else ""
+            except KeyError:
+                c[key] = ""
+            c[key] = c[key] or ("error" if r.get("error") else
+                                ("n/a (no rg)" if key == "rg" else "n/a"))
+
+    put("size", lambda: f"{get('files')[0]} / {fmt_mb(get('bytes')[0])}")
+    put("floor", lambda: fmt_s(get("floor_s")[0]))
+
+    def cold() -> str:
+        cold_s, floor_s = get("cold_s", "floor_s")
+        ratio = cold_s / floor_s
+        return f"{fmt_s(cold_s)} ({ratio:.0f}x){mark(ratio <= 10)}"
+
+    put("cold", cold)
+    put("warm", lambda: fmt_s(get("warm_s")[0]) + mark(get("warm_s")[0] <= 0.5))
+    put("one_file", lambda: fmt_s(get("one_file_p50_s")[0]) + mark(get("one_file_p50_s")[0] <= 0.02))
+    put("first_check", lambda: (f"{fmt_s(get('first_check_s')[0])} /"
+                                f" {fmt_s(get('warm_first_check_s')[0])}"))
+    put("check", lambda: (f"{fmt_s(get('check_p50_s')[0])} / {fmt_s(get('check_p95_s')[0])}"
+                          + mark(get("check_p95_s")[0] <= 0.02)))
+
+    def rg() -> str:
+        ours, theirs = get("check_p50_s", "rg_s")
+        ratio = ours / theirs
+        return f"{fmt_s(ours)} vs {fmt_s(theirs)} ({ratio:.2f}x){mark(ratio <= 0.2)}"
+
+    put("rg", rg)
+    def timed_out() -> str:
+        if r.get("lsp_skipped"):
+            return f"skipped ({r['lsp_skipped']})"
+        if r.get("lsp_timeout_s") is None:
+            raise KeyError("lsp_timeout_s")
+        return f"timeout (> {r['lsp_timeout_s']:.0f} s)"
+
+    def lsp_index() -> str:
+        if r.get("lsp_skipped"):
+            return f"skipped ({r['lsp_skipped']})"
+        if r.get("lsp_timeout_s") is not None:
+            return (f"timeout (> {r['lsp_timeout_s']:.0f} s; {r.get('evidence_publishes', 0)}"
+                    " evidence files published)")
+        return fmt_s(get("lsp_index_s")[0])
+
+    put("lsp_index", lsp_index)
+
+    def rss() -> str:
+        if r.get("lsp_skipped"):
+            return f"skipped ({r['lsp_skipped']})"
+        if r.get("rss_at_timeout"):
+            return f">= {r['rss_at_timeout']['VmHWM'] / 1e6:.0f} MB (at the timeout)"
+        hwm = get("rss_after_index")[0]["VmHWM"]
+        big = corpus.bytes >= 40e6
+        return f"{hwm / 1e6:.0f} MB" + (mark(hwm <= 300e6) if big else "")
+
+    put("rss", rss)
+    put("stdio_change", lambda: (f"{fmt_s(get('change_p50_s')[0])} / {fmt_s(get('change_p95_s')[0])}"
+                                 + mark(get("change_p95_s")[0] <= 0.05)), timed_out)
+    put("stdio_save", lambda: f"{fmt_s(get('save_p50_s')[0])} / {fmt_s(get('save_p95_s')[0])}",
+        timed_out)
+    put("evidence_edit", lambda: (f"{fmt_s(get('edit_p50_s')[0])} / {fmt_s(get('edit_max_s')[0])}"
+                                  + mark(get("edit_max_s")[0] <= 0.5)), timed_out)
+    return c
+
+
+def render_table(results: list[tuple[corpora.Corpus, dict[str, Any]]]) -> str:
+    header = ["metric", "target"] + [c.name for c, _ in results]
+    formatted = [cells(r, c) for c, r in results]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for key, label, target in ROWS:
+        lines.append("| " + " | ".join([label, target or "-"] + [f[key] for f in formatted]) + " |")
+    return "\n".join(lines)
+
+
+def machine() -> dict[str, str]:
+    cpu = platform.processor() or "?"
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        mem = next(line for line in open("/proc/meminfo", encoding="ascii")
+                   if line.startswith("MemTotal")).split()[1]
+        mem_s = f"{int(mem) / 1e6:.1f} GB RAM"
+    except (OSError, StopIteration):
+        mem_s = "? RAM"
+    import sqlite3
+
+    rg = shutil.which("rg")
+    rg_v = (subprocess.run([rg, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+            if rg else "rg missing")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=REPO).stdout.strip() or "?"
+    return {
+        "machine": f"{cpu}, {os.cpu_count()} cores, {mem_s}",
+        "os": platform.platform(),
+        "python": f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, {rg_v}",
+        "commit": commit,
+        "date": dt.datetime.now().astimezone().isoformat(timespec="minutes"),
+    }
+
+
+# ------------------------------------------------------------------------------- main
+
+
+def plan(quick: bool, only: list[str] | None, base: Path) -> list[tuple[str, Any]]:
+    if quick:
+        items = [("gen-tiny", lambda: corpora.generate("gen-tiny", 40, base=base)),
+                 ("debian-tiny", lambda: corpora.debian("debian-tiny", limit=20, base=base))]
+    else:
+        items = [("gen-1k", lambda: corpora.generate("gen-1k", 1000, base=base)),
+                 ("gen-10k", lambda: corpora.generate("gen-10k", 10000, base=base)),
+                 ("debian", lambda: corpora.debian("debian", base=base))]
+    if only:
+        items = [i for i in items if i[0] in only]
+    return items
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny corpora (CI smoke run)")
+    parser.add_argument("--corpus", action="append", help="run only this corpus (repeatable)")
+    parser.add_argument("--json", type=Path, help="also write the raw results here")
+    parser.add_argument("--corpus-dir", type=Path, default=corpora.CORPUS_ROOT,
+                        help="where corpora are generated (default: bench/.corpus)")
+    parser.add_argument("--worker", nargs=3, metavar=("PHASE", "ROOT", "N"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.worker:
+        phase, root, n = args.worker
+        fn = worker_index if phase == "index" else worker_warm
+        print(json.dumps(fn(Path(root), int(n)), ensure_ascii=False))
+        return 0
+
+    quick = args.quick
+    started = time.perf_counter()
+    info = machine()
+    load_before = os.getloadavg()
+    results: list[tuple[corpora.Corpus, dict[str, Any]]] = []
+    for name, make in plan(quick, args.corpus, args.corpus_dir.resolve()):
+        t0 = time.perf_counter()
+        corpus = make()
+        if corpus is None:
+            print(f"[bench] {name}: no files on this machine, skipped", file=sys.stderr, flush=True)
+            continue
+        print(f"[bench] {name}: {corpus.files} files, {fmt_mb(corpus.bytes)}"
+              f" (ready in {time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
+        r: dict[str, Any] = {}
+        index_timeout = 60.0 if quick else LSP_INDEX_TIMEOUT.get(name, 300.0)
+        try:
+            step = time.perf_counter()
+            r.update(run_worker("index", corpus.root, 30 if quick else 100, 1800))
+            print(f"[bench] {name}: index worker {time.perf_counter() - step:.1f} s", file=sys.stderr,
+                  flush=True)
+            step = time.perf_counter()
+            r.update(run_worker("warm", corpus.root, 3 if quick else 5, 900))
+            print(f"[bench] {name}: warm worker {time.perf_counter() - step:.1f} s", file=sys.stderr,
+                  flush=True)
+            step = time.perf_counter()
+            if quick and name.startswith("debian"):
+                r["lsp_skipped"] = "--quick"  # see BENCHMARKS.md: evidence conflicts stall it
+            else:
+                asyncio.run(lsp_phase(corpus.root, 10 if quick else 30, 1 if quick else 2,
+                                      index_timeout, r))
+                print(f"[bench] {name}: language server {time.perf_counter() - step:.1f} s",
+                      file=sys.stderr, flush=True)
+        except Exception as exc:  # report and keep going: the table shows 'error'
+            r["error"] = f"{type(exc).__name__}: {exc}"[:600]
+            print(f"[bench] {name}: {r['error']}", file=sys.stderr, flush=True)
+        results.append((corpus, r))
+    elapsed = time.perf_counter() - started
+    load_after = os.getloadavg()
+
+    print()
+    print(f"Grounding benchmarks ({'quick' if quick else 'full'} run)")
+    print(f"- command: python3 bench/run.py{' --quick' if quick else ''}")
+    for key in ("date", "machine", "os", "python", "commit"):
+        print(f"- {key}: {info[key]}")
+    print(f"- load average (1 min) before / after: {load_before[0]:.2f} / {load_after[0]:.2f};"
+          f" wall time {elapsed:.0f} s")
+    print()
+    print(render_table(results))
+    print()
+    for corpus, r in results:
+        extra = {k: r[k] for k in ("docs", "events", "evidence_findings", "citations", "stale",
+                                   "status", "findings", "imports_s", "encoding_load_s", "parse_p50_s",
+                                   "warm_first_check_s", "one_file_scan_p50_s", "cold_cpu_s",
+                                   "one_file_saw_change", "evidence_publishes", "rss_end", "error",
+                                   "messages")
+                 if k in r}
+        print(f"{corpus.name}: " + json.dumps(extra, ensure_ascii=False, default=str))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"info": info, "results": [
+            {"corpus": c.name, "files": c.files, "bytes": c.bytes, **r} for c, r in results]},
+            ensure_ascii=False, indent=1, default=str))
+    return 1 if any("error" in r for _, r in results) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
