@@ -14,6 +14,7 @@ information. Closed drafts are cleared.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -146,16 +147,16 @@ def register(server: GroundingServer, state: ServerState) -> None:
         config = engine.workspace.config
         by_path: dict[str, list[Finding]] = {p: list(fs) for p, fs in result.evidence.items()}
         for conflict in all_conflicts(result.state, engine.today()):
+            message = conflict.describe()  # once per conflict, not per line
+            related_for = _related_by_value(conflict.lines, config.evidence_display)
             for kl in conflict.lines:
                 if kl.path not in by_path:
                     continue
-                others = _related_sources(conflict.lines, kl, config.evidence_display)
                 text = result.state.document(result.state.record(kl.doc_id, kl.version)).lines[kl.line - 1]  # type: ignore[arg-type]
                 by_path[kl.path].append(Finding(
-                    "field-conflict", Span.line(kl.line - 1, 0, len(text)),
-                    conflict.describe(),
+                    "field-conflict", Span.line(kl.line - 1, 0, len(text)), message,
                     hint="Correct or revoke one of the sources; Grounding never picks a side.",
-                    related=others,
+                    related=related_for(kl),
                 ))
         now: set[str] = set()
         for rel, findings in by_path.items():
@@ -222,13 +223,31 @@ MAX_RELATED = 20
 lines would otherwise make the diagnostics grow with the square of the group."""
 
 
-def _related_sources(lines: Sequence[KeyedLine], this: KeyedLine,
-                     display: Callable[[str], str]) -> tuple[Location, ...]:
-    """The other sources of a conflict, those that disagree with ``this`` line first."""
-    mine = normalize(this.value)
-    others = [o for o in lines if o is not this]
-    others.sort(key=lambda o: normalize(o.value) == mine)  # stable: disagreeing ones first
-    return tuple(Location(display(o.path), o.line, f"{o.field}：{o.value}") for o in others[:MAX_RELATED])
+def _related_by_value(lines: Sequence[KeyedLine],
+                      display: Callable[[str], str]) -> Callable[[KeyedLine], tuple[Location, ...]]:
+    """For each line of a conflict, up to :data:`MAX_RELATED` other sources, those that
+    disagree with it first. Linear in the conflict's size: each distinct value keeps only its
+    first ``MAX_RELATED + 1`` lines, so a key shared by thousands of lines stays cheap.
+    """
+    groups: dict[str, list[KeyedLine]] = {}
+    for kl in lines:
+        group = groups.setdefault(normalize(kl.value), [])
+        if len(group) <= MAX_RELATED:
+            group.append(kl)
+    cache: dict[str, list[KeyedLine]] = {}
+
+    def related(this: KeyedLine) -> tuple[Location, ...]:
+        mine = normalize(this.value)
+        ordered = cache.get(mine)
+        if ordered is None:
+            others = (o for value, g in groups.items() if value != mine for o in g)
+            ordered = list(itertools.islice(others, MAX_RELATED + 1))
+            ordered += groups.get(mine, [])[: MAX_RELATED + 1]
+            cache[mine] = ordered
+        chosen = [o for o in ordered if o is not this][:MAX_RELATED]
+        return tuple(Location(display(o.path), o.line, f"{o.field}：{o.value}") for o in chosen)
+
+    return related
 
 
 def _log_failure(task: asyncio.Task[None], uri: str) -> None:
