@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lsprotocol import types
 from pygls.uris import from_fs_path, to_fs_path
 
 from grounding_core.config import Config, ConfigError, load_config
@@ -250,6 +251,10 @@ class Engine:
             self.state = result.state
             self.evidence_findings = result.evidence
             self.index_generation += 1
+            self.server.window_log_message(types.LogMessageParams(
+                type=types.MessageType.Log,
+                message=f"Grounding: index pass {self.index_generation}: {len(result.changed)} files"
+                f" re-read, {len(result.events)} events appended, {len(result.state.doc_ids())} documents"))
             self.indexed.set()
             for listener in tuple(self._index_listeners):
                 await _call(listener, result)

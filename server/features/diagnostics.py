@@ -46,7 +46,8 @@ def register(server: GroundingServer, state: ServerState) -> None:
     engine = state.engine
     pending: dict[str, asyncio.Task[None]] = {}
     generation: dict[str, int] = {}
-    evidence_published: set[str] = set()
+    evidence_published: dict[str, tuple[Finding, ...]] = {}
+    """Evidence URI -> the findings last published for it (unchanged ones are not re-sent)."""
 
     def pull_mode() -> bool:
         """Pull when the client offers ``textDocument/diagnostic`` and the refresh request.
@@ -158,20 +159,22 @@ def register(server: GroundingServer, state: ServerState) -> None:
                     hint="Correct or revoke one of the sources; Grounding never picks a side.",
                     related=related_for(kl),
                 ))
-        now: set[str] = set()
+        now: dict[str, tuple[Finding, ...]] = {}
         for rel, findings in by_path.items():
             uri = engine.evidence_uri(rel)
             if not findings:
                 continue
+            now[uri] = tuple(findings)
+            if evidence_published.get(uri) == now[uri] and rel not in result.changed:
+                continue  # same findings on an unchanged file: nothing to re-send
             full = config.evidence_root / rel
             # A refused symlink may point outside the evidence root: never read it (SPEC §2);
             # its findings sit at 1:1, which needs no line text.
             inside = Path(os.path.realpath(full)).is_relative_to(config.evidence_root)
             lines = _file_lines(str(full), fresh=True) if inside else ()
-            now.add(uri)
             publish(uri, None, [lsp_diagnostic(f, lines, server.position_codec, engine.root_uri_of,
                                                lines_of) for f in findings])
-        for uri in evidence_published - now:
+        for uri in set(evidence_published) - set(now):
             publish(uri, None, [])
         evidence_published.clear()
         evidence_published.update(now)

@@ -35,6 +35,11 @@ class RecordingClient(LanguageClient):
     """A pytest-lsp client that records every publishDiagnostics (see :class:`Published`)."""
 
     published: list[Published]
+    index_passes: list[float]
+    """When each ``window/logMessage`` "Grounding: index pass" arrived (perf_counter)."""
+
+    def passes_since(self, since: float) -> list[float]:
+        return [t for t in self.index_passes if t >= since]
 
     def of(self, uri: str, since: float = 0.0) -> list[Published]:
         return [p for p in self.published if p.uri == uri and p.at >= since]
@@ -50,14 +55,20 @@ class RecordingClient(LanguageClient):
 def _recording_client() -> RecordingClient:
     client = RecordingClient(converter_factory=default_converter)
     client.published = []
+    client.index_passes = []
 
     def publish(ls: RecordingClient, params: types.PublishDiagnosticsParams) -> None:
         ls.diagnostics[params.uri] = params.diagnostics
         ls.published.append(Published(time.perf_counter(), params.uri, params.version,
                                       list(params.diagnostics)))
 
+    def log_message(ls: RecordingClient, params: types.LogMessageParams) -> None:
+        if params.message.startswith("Grounding: index pass"):
+            ls.index_passes.append(time.perf_counter())
+
     register_lsp_features(client, {**DEFAULT_CLIENT_FEATURES,
-                                   types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: publish})
+                                   types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: publish,
+                                   types.WINDOW_LOG_MESSAGE: log_message})
     return client
 
 

@@ -1,8 +1,8 @@
 """Storms and failing watchers: the language server keeps answering and loses no change.
 
 - 1,000 evidence files rewritten at once (like ``git checkout``) cause a bounded number of
-  re-index passes (counted through an always-broken probe file, which gets pushed
-  diagnostics after every scan), and hover and diagnostics keep answering meanwhile: the
+  re-index passes (counted through the server's "Grounding: index pass" log messages; an
+  always-broken probe file shows the initial index is done), and hover and diagnostics keep answering meanwhile: the
   p95 latencies are printed and asserted loosely.
 - When the OS watcher cannot start (``GROUNDING_FORCE_WATCH_ERROR``, see
   server/features/evidence.py) the server warns once and polls: a later change still lands.
@@ -111,13 +111,13 @@ async def test_checkout_of_1000_files_is_a_bounded_number_of_passes_and_the_serv
         written = time.perf_counter() - storm_started
 
         def settled() -> bool:
-            passes = client.of(probe_uri, storm_started)
-            return bool(passes) and time.perf_counter() - passes[-1].at > 1.5
+            passes = client.passes_since(storm_started)
+            return bool(passes) and time.perf_counter() - passes[-1] > 1.5
 
         await client.wait_for(settled, timeout=90, what="the storm's re-index to settle")
         stop.set()
         await asyncio.gather(hovering, changing)
-        passes = len(client.of(probe_uri, storm_started))
+        passes = len(client.passes_since(storm_started))
         hover_p95 = percentile(hover_ms, 95) * 1000
         diag_p95 = percentile(diag_ms, 95) * 1000
         stats = (f"storm: {STORM_FILES} files written in {written * 1000:.0f} ms; {passes}"
