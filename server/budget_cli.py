@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from typing import Any
 
-from grounding_core.answer import AnswerDraft, generate_answer
+from grounding_core.answer import generate_answer
 from grounding_core.budget import BudgetError, ContextUnit, input_tokens, render_prompt
 from grounding_core.context import compile_context
 from grounding_core.drafts import ContextSpec, draft_kind, parse_draft
@@ -107,4 +106,3 @@ def cmd_answer(args: argparse.Namespace, ws: Workspace) -> int:
     return EXIT_OK
 
 
-_ = (AnswerDraft, re)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from grounding_core.config import ConfigError
-from grounding_core.model import RULES, DraftReport, Finding, Severity
+from grounding_core.model import DraftReport, Finding, Severity
 from grounding_core.store import IndexError_, ScanResult
 from grounding_core.workspace import Workspace
 
@@ -371,8 +371,6 @@ def cmd_lsp(args: argparse.Namespace) -> int:
     serve_stdio()
     return EXIT_OK
 
-
-_ = RULES  # the rule table is the SARIF driver's source; imported for re-export
 
 if __name__ == "__main__":
     sys.exit(main())
