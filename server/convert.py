@@ -39,8 +39,9 @@ def lsp_location(location: Location, uri_of: UriOf, lines_of: LinesOf, codec: Po
     lines = lines_of(location.path)
     line = max(location.line - 1, 0)
     text = lines[line] if line < len(lines) else ""
+    end = codec.to_client_column(text, len(text))  # only this line is converted, never the file
     return types.Location(uri=uri_of(location.path),
-                          range=codec.lsp_range(Span.line(line, 0, len(text)), list(lines)))
+                          range=types.Range(types.Position(line, 0), types.Position(line, end)))
 
 
 def lsp_diagnostic(
