@@ -275,6 +275,22 @@ async function showConflicts(host: CommandHost, result: unknown): Promise<void> 
   });
 }
 
+/**
+ * Arguments for a uri-only server command: the caller's own wire arguments when given,
+ * else `[{uri}]` of the target draft; undefined (after telling the user) when there is none.
+ */
+function uriWire(host: CommandHost, args: unknown[], title: string): unknown[] | undefined {
+  if (hasWireArgs(args)) {
+    return args;
+  }
+  const target = targetDocument(host, args[0]);
+  if (target === undefined) {
+    noDraft(title);
+    return undefined;
+  }
+  return [{ uri: uriOf(target) }];
+}
+
 export function registerCommands(host: CommandHost): vscode.Disposable[] {
   const reg = vscode.commands.registerCommand;
   return [
@@ -352,31 +368,17 @@ export function registerCommands(host: CommandHost): vscode.Disposable[] {
     }),
 
     reg('grounding.fixAll', async (...args: unknown[]) => {
-      let wire: unknown[];
-      if (hasWireArgs(args)) {
-        wire = args;
-      } else {
-        const target = targetDocument(host, args[0]);
-        if (target === undefined) {
-          noDraft('Fix all');
-          return;
-        }
-        wire = [{ uri: uriOf(target) }];
+      const wire = uriWire(host, args, 'Fix all');
+      if (wire === undefined) {
+        return;
       }
       await handleResult(await execute(host, 'grounding.fixAll', wire));
     }),
 
     reg('grounding.showContext', async (...args: unknown[]) => {
-      let wire: unknown[];
-      if (hasWireArgs(args)) {
-        wire = args;
-      } else {
-        const target = targetDocument(host, args[0]);
-        if (target === undefined) {
-          noDraft('Show draft context');
-          return;
-        }
-        wire = [{ uri: uriOf(target) }];
+      const wire = uriWire(host, args, 'Show draft context');
+      if (wire === undefined) {
+        return;
       }
       const executed = await execute(host, 'grounding.showContext', wire);
       if (executed === undefined || !isObject(executed.result)) {
