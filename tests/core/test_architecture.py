@@ -16,7 +16,7 @@ import pytest
 from support import CASES, EXAMPLE_EVIDENCE, REPO, fixture_fingerprints, sha256
 
 CORE = REPO / "grounding_core"
-FORBIDDEN = ("pygls", "lsprotocol", "asyncio", "server")
+FORBIDDEN = ("pygls", "lsprotocol", "asyncio", "server", "grounding")
 MODULES = sorted(CORE.glob("*.py"))
 
 

@@ -15,7 +15,7 @@ import pytest
 from support import CASES, REPO
 
 CHECK_CASES = (REPO / ".." / "shared" / "tools" / "check_cases.py").resolve()
-GROUNDING = [sys.executable, "-m", "server.cli"]
+GROUNDING = [sys.executable, "-m", "grounding.cli"]
 CASE_NAMES = sorted(p.name for p in CASES.iterdir() if (p / "expect.json").is_file()) \
     if CASES.is_dir() else []
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(not CHECK_CASES.is_file() or not CASE_NAMES,
 
 
 def run_check_cases(cases: Path) -> subprocess.CompletedProcess[str]:
-    """``python3 check_cases.py CASES python -m server.cli`` from the repository root."""
+    """``python3 check_cases.py CASES python -m grounding.cli`` from the repository root."""
     return subprocess.run(
         [sys.executable, str(CHECK_CASES), str(cases), *GROUNDING],
         cwd=REPO, capture_output=True, text=True, timeout=600,

@@ -1,7 +1,7 @@
 """The command line (SPEC §9) and its SARIF output.
 
-Most tests call :func:`server.cli.main` in-process (fast, same code as the console script);
-one runs the real ``python -m server.cli`` to see the process exit status. The SARIF log is
+Most tests call :func:`grounding.cli.main` in-process (fast, same code as the console script);
+one runs the real ``python -m grounding.cli`` to see the process exit status. The SARIF log is
 validated against the vendored SARIF 2.1.0 schema (draft 2020-12) and, when
 ``SARIF_MULTITOOL`` names an executable, by Microsoft's ``sarif-multitool validate``.
 """
@@ -20,8 +20,8 @@ import jsonschema
 import pytest
 from support import REPO, sha256, write_files
 
-from server import cli
-from server.sarif import artifact_uri
+from grounding import cli
+from grounding.cli.sarif import artifact_uri
 
 SCHEDULE_V2 = (
     "---\r\ndoc_id: schedule\r\nversion: 2\r\ntitle: 秋季开放日通知\r\n---\r\n"  # 1-5
@@ -212,7 +212,7 @@ def test_bad_option_value_exits_two(capsys: pytest.CaptureFixture[str], root: Pa
 
 def test_process_exit_status_of_the_console_entry(root: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    command = [sys.executable, "-m", "server.cli", "check", "--root", str(root)]
+    command = [sys.executable, "-m", "grounding.cli", "check", "--root", str(root)]
     assert subprocess.run([*command, "answers/ok.md"], env=env, capture_output=True).returncode == 0
     assert subprocess.run(command, env=env, capture_output=True).returncode == 1
     bad = subprocess.run([*command, "--at", "5"], env=env, capture_output=True, text=True)

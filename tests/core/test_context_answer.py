@@ -177,7 +177,7 @@ def test_generated_answer_does_not_mix_subjects(make_workspace: MakeWorkspace) -
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "server.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "grounding.cli", *args], capture_output=True, text=True,
                           timeout=120, cwd=Path(__file__).resolve().parents[2])
 
 

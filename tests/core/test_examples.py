@@ -221,22 +221,22 @@ def test_example_evidence_has_the_promised_encodings() -> None:
 
 
 def _cli() -> list[str] | None:
-    """The CLI command, or None while ``server.cli`` does not exist yet."""
+    """The CLI command, or None while ``grounding.cli`` does not exist yet."""
     try:
-        found = importlib.util.find_spec("server.cli")
+        found = importlib.util.find_spec("grounding.cli")
     except ImportError:
         found = None
     if found is None:
         return None
     exe = shutil.which("grounding")
-    return [exe] if exe else [sys.executable, "-m", "server.cli"]
+    return [exe] if exe else [sys.executable, "-m", "grounding.cli"]
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     cli = _cli()
     if cli is None:
-        pytest.skip("the grounding CLI (server.cli) is not built yet")
+        pytest.skip("the grounding CLI (grounding.cli) is not built yet")
     root = tmp_path_factory.mktemp("examples") / "examples"
     shutil.copytree(EXAMPLES, root, ignore=shutil.ignore_patterns(".grounding"))
     env = dict(

@@ -204,7 +204,7 @@ def build_workspace(root: Path, env: dict[str, str], *, reuse: bool = True) -> P
         write(root, path, text)
     if reuse:
         subprocess.run(
-            [sys.executable, "-c", "import sys; from server.cli import main; sys.exit(main())",
+            [sys.executable, "-c", "import sys; from grounding.cli import main; sys.exit(main())",
              "index", "--root", str(root)],
             env=env, check=True, capture_output=True, timeout=120,
         )

@@ -559,7 +559,7 @@ def test_pathologically_deep_front_matter_neither_crashes_nor_hangs(tmp_path: Pa
         files[f"evidence/deep-{kind}.md"] = f"---\n{front}\n---\n- 时间：周四\n"
         files[f"answers/deep-{kind}.md"] = f"---\n{front}\n---\n活动时间是周四16:30。\n"
     write_files(tmp_path, files)
-    proc = subprocess.run([PYTHON, "-m", "server.cli", "check", "--root", str(tmp_path),
+    proc = subprocess.run([PYTHON, "-m", "grounding.cli", "check", "--root", str(tmp_path),
                            "--format", "json", "--today", TODAY.isoformat()],
                           env=SERVER_ENV, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr  # errors found, no crash

@@ -92,7 +92,7 @@ def test_drafts_are_never_discovered_under_the_evidence_root(tmp_path: Path) -> 
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "server.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "grounding.cli", *args], capture_output=True, text=True,
                           timeout=60, cwd=REPO)
 
 

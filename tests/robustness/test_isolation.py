@@ -124,7 +124,7 @@ def test_grounding_check_gives_the_same_report_without_a_network(
         shutil.copytree(EXAMPLES, target, symlinks=True,
                         ignore=shutil.ignore_patterns(".grounding"))
         copies.append(target)
-    command = [PYTHON, "-m", "server.cli", "check", "--format", "json"]
+    command = [PYTHON, "-m", "grounding.cli", "check", "--format", "json"]
     online = subprocess.run([*command, "--root", str(copies[0])], env=SERVER_ENV,
                             capture_output=True, text=True, timeout=120)
     offline = subprocess.run(["unshare", "-n", *command, "--root", str(copies[1])], env=SERVER_ENV,

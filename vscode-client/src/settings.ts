@@ -86,7 +86,7 @@ export function resolveLaunch(folder: vscode.WorkspaceFolder | undefined): Serve
   if (python !== null) {
     return {
       command: expandPath(python, folder),
-      args: ['-m', 'server.cli', 'lsp'],
+      args: ['-m', 'grounding.cli', 'lsp'],
       origin: 'grounding.python',
     };
   }

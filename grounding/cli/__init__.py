@@ -354,23 +354,19 @@ def conflict_json(ws: Workspace, c: Any) -> dict[str, Any]:
 
 
 def cmd_context(args: argparse.Namespace) -> int:
-    from . import budget_cli
+    from . import budget
 
-    return budget_cli.cmd_context(args, open_workspace(args))
+    return budget.cmd_context(args, open_workspace(args))
 
 
 def cmd_answer(args: argparse.Namespace) -> int:
-    from . import budget_cli
+    from . import budget
 
-    return budget_cli.cmd_answer(args, open_workspace(args))
+    return budget.cmd_answer(args, open_workspace(args))
 
 
 def cmd_lsp(args: argparse.Namespace) -> int:
-    from .app import serve_stdio
+    from server.app import serve_stdio
 
     serve_stdio()
     return EXIT_OK
-
-
-if __name__ == "__main__":
-    sys.exit(main())

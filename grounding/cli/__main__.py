@@ -1,0 +1,8 @@
+"""``python -m grounding.cli``: the command line (same as the ``grounding`` console script)."""
+
+import sys
+
+from grounding.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
