@@ -35,8 +35,9 @@ from .evidence import (
     parse_evidence,
     parse_evidence_text,
 )
+from .index import ParseSettings, SearchHit
 from .model import Finding, Location, Span
-from .state import Event, IndexState, ParseCache, ParseSettings, VersionRecord
+from .state import Event, IndexState, MemorySnapshot, ParseCache, VersionRecord
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -112,17 +113,8 @@ class ScanResult:
     changed: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     hashed_bytes: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class SearchHit:
-    """One FTS hit: a line of a document's newest version (1-based), best first."""
-
-    doc_id: str
-    version: int
-    line: int
-    text: str
-    rank: float
+    snapshot: MemorySnapshot | None = None
+    """The index after the scan, as a frozen snapshot (the interface checks read)."""
 
 
 class Store:
@@ -188,6 +180,13 @@ class Store:
             rows = self._conn.execute(sql + " ORDER BY seq", args).fetchall()
         return [_event(row) for row in rows]
 
+    def snapshot(self, at: int | None = None) -> MemorySnapshot:
+        """A frozen :class:`~grounding_core.index.IndexSnapshot` of ``replay(at)`` (default: the
+        whole log). Raises ValueError when ``at`` is negative or beyond the log.
+        """
+        state = self.state if at is None else self.replay(at)
+        return MemorySnapshot(state, searcher=self.search)
+
     def replay(self, n: int) -> IndexState:
         """SPEC §4 ``replay(n)``; raises ValueError when n is negative or beyond the log."""
         count = self.event_count()
@@ -250,6 +249,7 @@ class Store:
                 raise
             self._state = state
             result.state = state
+            result.snapshot = MemorySnapshot(state, searcher=self.search)
         return result
 
     def _scan_locked(
