@@ -30,8 +30,8 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from grounding_core.config import Config, ConfigError, load_config
 from grounding_core.drafts import ParsedDraft, draft_kind, parse_draft
+from grounding_core.index import EmptySnapshot, IndexSnapshot
 from grounding_core.model import DraftReport, Finding
-from grounding_core.state import IndexState
 from grounding_core.store import ScanResult, Store
 from grounding_core.verify import check_draft
 from grounding_core.workspace import Workspace
@@ -65,7 +65,7 @@ class Engine:
     def __init__(self, server: GroundingServer) -> None:
         self.server = server
         self.workspace: Workspace | None = None
-        self.state: IndexState = IndexState()
+        self.state: IndexSnapshot = EmptySnapshot()
         self.evidence_findings: dict[str, list[Finding]] = {}
         self.results: dict[str, DraftResult] = {}
         self.settings: dict[str, Any] = {}
@@ -105,7 +105,7 @@ class Engine:
         if self.workspace is not None:
             self.workspace.store.close()
         self.workspace = Workspace(config, store)
-        self.state = store.state
+        self.state = store.snapshot()
         return message
 
     @property
@@ -168,13 +168,13 @@ class Engine:
     # -- checking ---------------------------------------------------------------------
 
     def check_snapshot(self, snapshot: DocumentSnapshot, rel: str,
-                       state: IndexState | None = None) -> DraftResult:
+                       state: IndexSnapshot | None = None) -> DraftResult:
         """Check one draft snapshot against ``state`` (default: the current one). Pure; thread-safe."""
         assert self.workspace is not None
         ws = self.workspace
         draft = parse_draft(snapshot.text, draft_kind(rel))
         report = check_draft(draft, state or self.state, ws.config, self.today(), rel, ws.read_text,
-                             ws.compile_query)
+                             count_output=True)
         return DraftResult(snapshot, draft, report)
 
     def result_for(self, uri: str) -> DraftResult | None:
@@ -239,7 +239,7 @@ class Engine:
                 return None
             ws = self.workspace
             try:
-                result = await asyncio.to_thread(ws.scan, progress)
+                result = await asyncio.to_thread(_scan_and_index, ws, progress)
             except FileNotFoundError as exc:
                 logger.warning("%s", exc)
                 self.indexed.set()
@@ -254,11 +254,21 @@ class Engine:
             self.server.window_log_message(types.LogMessageParams(
                 type=types.MessageType.Log,
                 message=f"Grounding: index pass {self.index_generation}: {len(result.changed)} files"
-                f" re-read, {len(result.events)} events appended, {len(result.state.doc_ids())} documents"))
+                f" re-read, {len(result.events)} events appended,"
+                f" {result.snapshot.stats(self.today()).documents} documents"))
             self.indexed.set()
             for listener in tuple(self._index_listeners):
                 await _call(listener, result)
             return result
+
+
+def _scan_and_index(ws: Workspace, progress: Callable[[int, int, str], None] | None) -> ScanResult:
+    """A scan, then the full-text rows it queued (so query contexts and citation suggestions
+    see every line; the server rewrite builds them in the background instead).
+    """
+    result = ws.scan(progress)
+    ws.store.build_fts()
+    return result
 
 
 async def _call(listener: Callable[..., Any], *args: Any) -> None:

@@ -152,16 +152,16 @@ def _stderr_console() -> Any:
 def cmd_check(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
     scan = _scan(ws, sys.stderr.isatty() and args.format == "text")
-    state = scan.state
+    snapshot = scan.snapshot
     if args.at is not None:
         try:
-            state = ws.store.replay(args.at)
+            snapshot = ws.store.snapshot(at=args.at)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     paths = _draft_paths(ws, args.paths)
-    reports = ws.check_all(paths, state)
+    reports = ws.check_all(paths, snapshot)
     if args.fix:
-        reports = _apply_fixes(ws, reports, state)
+        reports = _apply_fixes(ws, reports, snapshot)
     evidence = {ws.config.evidence_display(p): fs for p, fs in sorted(scan.evidence.items())}
     if args.format == "json":
         print(json.dumps(report_json(reports, evidence), ensure_ascii=False, indent=1))
@@ -287,20 +287,15 @@ def _list(items: list[str]) -> str:
 def cmd_index(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
     scan = _scan(ws, sys.stderr.isatty() and args.format == "text")
-    state = scan.state
+    snapshot = scan.snapshot
     today = ws.today()
-    from grounding_core.conflicts import all_conflicts
-
-    docs = state.doc_ids()
-    versions = sum(len(state.versions(d)) for d in docs)
-    active = list(state.active_records(today))
-    lines = sum(len(state.document(r).lines) for r in active)
-    fields = sum(len(v) for v in state.keyed_lines(today).values())
-    conflicts = all_conflicts(state, today)
+    stats = snapshot.stats(today)
+    conflicts = snapshot.conflicting_keys(today)
     problems = {ws.config.evidence_display(p): fs for p, fs in sorted(scan.evidence.items()) if fs}
     summary = {
-        "documents": len(docs), "versions": versions, "active_documents": len(active),
-        "active_lines": lines, "active_field_lines": fields, "conflicts": len(conflicts),
+        "documents": stats.documents, "versions": stats.versions,
+        "active_documents": stats.active_documents, "active_lines": stats.active_lines,
+        "active_field_lines": stats.active_field_lines, "conflicts": len(conflicts),
         "events": ws.store.event_count(), "files_read": len(scan.changed),
         "events_appended": len(scan.events), "index": ws.config.index,
         "evidence_problems": {p: [finding_json(f) for f in fs] for p, fs in problems.items()},
@@ -327,10 +322,10 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 def cmd_conflicts(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
-    state = ws.scan().state
+    snapshot = ws.scan().snapshot
     from grounding_core.conflicts import all_conflicts
 
-    conflicts = all_conflicts(state, ws.today())
+    conflicts = all_conflicts(snapshot, ws.today())
     if args.format == "json":
         print(json.dumps([conflict_json(ws, c) for c in conflicts], ensure_ascii=False, indent=1))
     else:

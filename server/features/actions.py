@@ -194,17 +194,14 @@ def citation_candidates(engine: Engine, draft: ParsedDraft, sentence: str,
     normalized = normalize(plain)
     order: dict[tuple[str, int, int], int] = {}
     try:
-        hits = engine.workspace.store.search(plain, limit=FTS_CANDIDATES, any_term=True)
+        hits = state.search(plain, limit=FTS_CANDIDATES, any_term=True)
     except Exception:
         logger.exception("full-text search failed for %r", plain)
         hits = []
     for rank, hit in enumerate(hits):
         order.setdefault((hit.doc_id, hit.version, hit.line), rank)
-    for lines in state.keyed_lines(today).values():
-        for kl in lines:
-            value = normalize_value(kl.value)
-            if value and value in normalized:
-                order.setdefault(kl.identity, len(hits))
+    for kl in state.lines_with_value_in(normalized, today, limit=FTS_CANDIDATES):
+        order.setdefault(kl.identity, len(hits))
     visibility = _visibility(engine, draft)
     out: list[Candidate] = []
     for doc_id, version, number in order:
@@ -254,7 +251,7 @@ def _visibility(engine: Engine, draft: ParsedDraft) -> Visibility | None:
         for unit in units:
             vis.add(unit)
         return vis
-    return engine.workspace.compile_query(spec, draft)
+    return engine.workspace.compile_query(spec, draft, engine.state)
 
 
 def sentence_at(draft: ParsedDraft, line: int, column: int) -> Sentence | None:

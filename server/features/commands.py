@@ -147,12 +147,12 @@ def register(server: GroundingServer, state: ServerState) -> None:
         index_state, today = engine.state, engine.today()
 
         def summary() -> dict[str, Any]:
-            doc_ids = index_state.doc_ids()
+            stats = index_state.stats(today)
             return {
-                "documents": len(doc_ids),
-                "versions": sum(len(index_state.versions(d)) for d in doc_ids),
-                "active": sum(1 for _ in index_state.active_records(today)),
-                "conflicts": len(all_conflicts(index_state, today)),
+                "documents": stats.documents,
+                "versions": stats.versions,
+                "active": stats.active_documents,
+                "conflicts": len(index_state.conflicting_keys(today)),
                 "events": index_state.seq,
             }
 
@@ -236,7 +236,7 @@ def register(server: GroundingServer, state: ServerState) -> None:
         ws = engine.workspace
         try:
             answer = await asyncio.to_thread(
-                generate_answer, ws.store, engine.state, ws.config, engine.today(),
+                generate_answer, engine.state, ws.config, engine.today(),
                 question.strip(), list(fields), subject, budget["limit"], budget["reserve"])
         except BudgetError as exc:
             return {"applied": False, "status": None, "message": str(exc)}
@@ -308,7 +308,7 @@ def register(server: GroundingServer, state: ServerState) -> None:
             out["log"] = spec.log
         else:
             ws, index_state, today = engine.workspace, engine.state, engine.today()
-            compiled = await asyncio.to_thread(compile_context, ws.store, index_state, ws.config,
+            compiled = await asyncio.to_thread(compile_context, index_state, ws.config,
                                                spec, draft.question or "", today)
             out["context"] = compiled.summary()
         return out

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
+from grounding_core.index import IndexSnapshot as IndexState
 from grounding_core.model import Span
-from grounding_core.state import IndexState
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -112,9 +112,7 @@ def completion_items(snapshot: DocumentSnapshot, line: int, column: int, state: 
 def _doc_items(state: IndexState, today: dt.date, prefix: str, pad: str,
                replace: types.Range) -> list[types.CompletionItem]:
     items = []
-    for doc_id in state.doc_ids():
-        if not doc_id.startswith(prefix):
-            continue
+    for doc_id in state.doc_ids(prefix, limit=500):
         record = state.newest(doc_id)
         if record is None or not state.is_active(record, today):
             continue

@@ -26,8 +26,8 @@ from lsprotocol import types
 from pygls.capabilities import get_capability
 
 from grounding_core.conflicts import all_conflicts
+from grounding_core.index import KeyedLine
 from grounding_core.model import Finding, Location, Severity, Span
-from grounding_core.state import KeyedLine
 from grounding_core.store import ScanResult
 from grounding_core.text import normalize, split_lines
 from server.convert import lsp_diagnostic

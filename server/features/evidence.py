@@ -156,7 +156,7 @@ async def _initial_index(ls: GroundingServer) -> None:
 
     result = await engine.reindex(progress)
     if use_progress:
-        docs = len(result.state.doc_ids()) if result else 0
+        docs = result.snapshot.stats(engine.today()).documents if result else 0
         ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message=f"{docs} documents indexed"))
 
 

@@ -80,8 +80,9 @@ from grounding_core.drafts import (
     parse_definition,
     parse_draft,
 )
+from grounding_core.index import IndexSnapshot as IndexState
+from grounding_core.index import VersionRecord
 from grounding_core.model import CitationRef, DraftReport, Span
-from grounding_core.state import IndexState, VersionRecord
 from grounding_core.text import LineIndex, split_lines
 
 if TYPE_CHECKING:
@@ -440,8 +441,7 @@ def context_hover(draft: ParsedDraft, report: DraftReport | None, inputs: Contex
 def _query_summary(draft: ParsedDraft, spec: ContextSpec, inputs: ContextInputs) -> list[str]:
     from grounding_core.context import compile_context
 
-    compiled = compile_context(inputs.store, inputs.state, inputs.config, spec, draft.question or "",
-                               inputs.today)
+    compiled = compile_context(inputs.state, inputs.config, spec, draft.question or "", inputs.today)
     s: dict[str, Any] = compiled.summary()
     parts = [
         f"**Context (query):** {_code(str(s['query']))}",
@@ -604,15 +604,7 @@ def record_for_path(state: IndexState, rel: str) -> VersionRecord | None:
     """The newest indexed version whose file is ``rel`` (relative to the evidence root);
     a version still on disk (not deleted) wins over a deleted one.
     """
-    best: VersionRecord | None = None
-    for doc_id in state.doc_ids():
-        for record in state.versions(doc_id).values():
-            if record.path != rel:
-                continue
-            key = (record.reason != "deleted", record.version)
-            if best is None or key > (best.reason != "deleted", best.version):
-                best = record
-    return best
+    return state.record_for_path(rel)
 
 
 # ---------------------------------------------------------------------------- handlers
@@ -732,7 +724,7 @@ def register(server: GroundingServer, state: ServerState) -> None:
         config = engine.config
         return {
             "uri": version_uri(record.doc_id, record.version),
-            "text": record.text,
+            "text": doc.text,
             "title": f"{doc.title} ({record.doc_id}@{record.version}, read-only)",
             "readOnly": True,
             "docId": record.doc_id,

@@ -11,7 +11,7 @@ import pytest
 from grounding_core.config import Config
 from grounding_core.drafts import parse_draft
 from grounding_core.model import CitationRef, Span
-from grounding_core.state import Event, IndexState
+from grounding_core.state import Event, IndexState, MemorySnapshot
 from server.features.navigation import (
     CitationTarget,
     ContextTarget,
@@ -34,11 +34,11 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def state() -> IndexState:
-    return IndexState().apply([
+def state() -> MemorySnapshot:
+    return MemorySnapshot(IndexState().apply([
         Event(1, "import", "events/day", 1, sha(V1), "old/day.md", V1, True),
         Event(2, "import", "events/day", 2, sha(V2), "events/day.md", V2, True),
-    ])
+    ]))
 
 
 CONFIG = Config(root=Path("/ws"))
@@ -125,7 +125,7 @@ def test_hover_fence_outgrows_backticks_in_the_evidence() -> None:
 
 
 def test_never_indexed_old_version_uses_the_quote_for_the_current_line() -> None:
-    index = IndexState().apply([Event(1, "import", "d", 3, sha(V2), "d.md", V2, True)])
+    index = MemorySnapshot(IndexState().apply([Event(1, "import", "d", 3, sha(V2), "d.md", V2, True)]))
     target = CitationTarget(Span.line(0, 0, 1), CitationRef("d", 1, 9), "abcdef12", "- a：3")
     hover = citation_hover(target, index, CONFIG, TODAY)
     assert "which was never indexed" in hover

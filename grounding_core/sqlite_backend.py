@@ -1,0 +1,351 @@
+"""The SQLite adapter of the store: schema, connections, FTS5 and the SQLite-only lookups.
+
+Everything SQLite-specific lives here (FTS5, ``json_each``, ``WITHOUT ROWID``, pragmas);
+the rest of the store (``derived.py``, ``sql_snapshot.py``, ``store.py``) speaks plain SQL
+that PostgreSQL also speaks (CTEs, window functions, ``ON CONFLICT DO NOTHING``), so a second
+backend implements this module's :class:`SqliteBackend` surface and nothing else.
+
+Connections: one **writer** connection, used by one thread at a time under the store's lock
+(scans, FTS batches), and one **reader** connection per thread (``PRAGMA query_only``), so a
+check in a worker thread never waits for a scan (WAL: readers see the last commit). An
+``index = ":memory:"`` database is a temporary file deleted on :meth:`close` (several
+connections must share it, which a private in-memory database cannot).
+
+Schema (``PRAGMA user_version`` = :data:`LAYOUT`; older layouts are migrated on open):
+
+- ``events`` — the source of truth, append-only (triggers refuse UPDATE and DELETE);
+  ``data`` is a nullable JSON column left for later event kinds (memory, images).
+- ``versions`` — one row per import (``content_id`` = the import's seq): the front-matter
+  facts, the seq range in which it is the current content of (doc_id, version)
+  (``content_id <= n < current_to``) and the range in which it is *active*
+  (``active_from <= n < active_to``; NULL ``active_from``: never active).
+- ``revocations`` — (content_id, seq, reason) for every revoke that hit a current content.
+- ``keys`` — the conflict keys (field, subject; ``''`` = no subject) with their normalised
+  field name (SPEC §7.6 term).
+- ``field_lines`` — the field lines of every content that is ever active, clustered by
+  (key, normalised value, doc_id, version, line): a key's lines, its values and their first
+  sources are one range of the table. Activity is read from ``versions`` (a PK join), so
+  the rows never change after they are written.
+- ``terms`` (anchor, term) and ``term_keys`` (term, key) — the known-term dictionary of
+  GR110 (SPEC §7.6): distinct normalised names and values with their first 3 code points.
+- ``files`` — scan bookkeeping per evidence path: the stat key (size, mtime, ctime, inode),
+  sha256, doc_id, declared version, the parse problem, and the file's evidence findings.
+- ``fts_queue`` / ``lines_fts`` — contents waiting for full-text rows, and the FTS5
+  (trigram) rows themselves, keyed ``rowid = content_id * 2**24 + line``.
+- ``meta`` — key/value facts of the store (the settings fingerprint of the derived tables).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import tempfile
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+LAYOUT = 2
+"""``PRAGMA user_version`` of this schema (1: the FTS-only layout before derived tables)."""
+
+LINE_BITS = 24
+"""FTS rowids are ``content_id << LINE_BITS | line``; longer documents' later lines are not
+searchable (they still verify: verbatim checks never use FTS)."""
+
+LINE_MASK = (1 << LINE_BITS) - 1
+
+CACHE_KIB = 32 * 1024
+"""SQLite page cache per connection (KiB). Bounded: RSS must stay flat with corpus size."""
+
+EVENTS = """
+CREATE TABLE IF NOT EXISTS events (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  kind TEXT NOT NULL CHECK (kind IN ('import', 'revoke')),
+  doc_id TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  sha256 TEXT NOT NULL DEFAULT '',
+  path TEXT NOT NULL DEFAULT '',
+  text TEXT NOT NULL DEFAULT '',
+  declared INTEGER NOT NULL DEFAULT 0,
+  reason TEXT NOT NULL DEFAULT '',
+  recorded_at TEXT NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
+  BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
+  BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+"""
+
+DERIVED = """
+CREATE TABLE IF NOT EXISTS versions (
+  content_id INTEGER PRIMARY KEY,
+  doc_id TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  sha256 TEXT NOT NULL,
+  path TEXT NOT NULL,
+  declared INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  effective_from TEXT,
+  effective_until TEXT,
+  title TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  line_count INTEGER NOT NULL,
+  front_end INTEGER NOT NULL,
+  first_sha256 TEXT NOT NULL,
+  current_to INTEGER,
+  active_from INTEGER,
+  active_to INTEGER
+);
+CREATE INDEX IF NOT EXISTS versions_doc ON versions (doc_id, version, content_id);
+CREATE INDEX IF NOT EXISTS versions_path ON versions (path);
+CREATE INDEX IF NOT EXISTS versions_active_from ON versions (active_from) WHERE active_from IS NOT NULL;
+CREATE INDEX IF NOT EXISTS versions_active_to ON versions (active_to) WHERE active_to IS NOT NULL;
+CREATE TABLE IF NOT EXISTS revocations (
+  content_id INTEGER NOT NULL,
+  seq INTEGER NOT NULL,
+  reason TEXT NOT NULL,
+  PRIMARY KEY (content_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS keys (
+  key_id INTEGER PRIMARY KEY,
+  field TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  field_term TEXT NOT NULL,
+  UNIQUE (field, subject)
+);
+CREATE INDEX IF NOT EXISTS keys_field_term ON keys (field_term);
+CREATE TABLE IF NOT EXISTS field_lines (
+  key_id INTEGER NOT NULL,
+  norm TEXT NOT NULL,
+  doc_id TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  line INTEGER NOT NULL,
+  content_id INTEGER NOT NULL,
+  value TEXT,
+  PRIMARY KEY (key_id, norm, doc_id, version, line, content_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS terms (
+  anchor TEXT NOT NULL,
+  term TEXT NOT NULL,
+  PRIMARY KEY (anchor, term)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS term_keys (
+  term TEXT NOT NULL,
+  key_id INTEGER NOT NULL,
+  PRIMARY KEY (term, key_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS fts_queue (
+  content_id INTEGER PRIMARY KEY
+);
+CREATE TABLE IF NOT EXISTS meta (
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+"""
+"""Tables derived from ``events`` (dropped and rebuilt from the log when the parse settings
+change; ``lines_fts`` does not depend on the settings and is kept)."""
+
+FILES = """
+CREATE TABLE IF NOT EXISTS files (
+  path TEXT PRIMARY KEY,
+  size INTEGER NOT NULL,
+  mtime_ns INTEGER NOT NULL,
+  ctime_ns INTEGER NOT NULL,
+  inode INTEGER NOT NULL,
+  sha256 TEXT NOT NULL,
+  doc_id TEXT,
+  declared_version INTEGER,
+  problem TEXT,
+  findings TEXT
+);
+CREATE INDEX IF NOT EXISTS files_doc ON files (doc_id) WHERE doc_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS files_inode ON files (inode);
+"""
+
+FTS = """
+CREATE VIRTUAL TABLE IF NOT EXISTS lines_fts USING fts5(text, tokenize = 'trigram');
+"""
+"""``detail=full`` (the default): trigram phrase queries need positions (``detail=column`` and
+``none`` refuse multi-trigram terms); BENCHMARKS.md has the measurements."""
+
+DERIVED_TABLES = ("versions", "revocations", "keys", "field_lines", "terms", "term_keys")
+
+
+class SqliteBackend:
+    """Connections and SQLite-only operations of one index database (see module docstring).
+
+    Raises ``sqlite3.Error`` or ``OSError`` when the file cannot be opened; the store turns
+    them into its own error.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._temp_dir: str | None = None
+        if path == ":memory:":
+            self._temp_dir = tempfile.mkdtemp(prefix="grounding-index-")
+            path = os.path.join(self._temp_dir, "index.sqlite")
+        else:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._readers: list[sqlite3.Connection] = []
+        self.writer = self._connect(readonly=False)
+        self.writer.execute("PRAGMA journal_mode=WAL")
+
+    def _connect(self, readonly: bool) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
+        conn.execute("PRAGMA temp_store=MEMORY")
+        if readonly:
+            conn.execute("PRAGMA query_only=1")
+        return conn
+
+    def reader(self) -> sqlite3.Connection:
+        """The calling thread's read-only connection (opened on first use)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect(readonly=True)
+            self._local.conn = conn
+            with self._lock:
+                self._readers.append(conn)
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            readers, self._readers = self._readers, []
+        for conn in readers:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+        self.writer.close()
+        self._local = threading.local()
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
+
+    # -- schema --------------------------------------------------------------------------------
+
+    def create_schema(self) -> bool:
+        """Create or migrate the schema; True when the derived tables must be (re)built.
+
+        Layouts before :data:`LAYOUT` kept only ``events``, ``files`` (size/mtime) and an FTS
+        table of newest versions: their ``files`` and FTS tables are dropped (a rescan re-reads
+        every file once and appends no events for unchanged content) and the derived tables
+        are built from the log.
+        """
+        conn = self.writer
+        conn.executescript(EVENTS)
+        layout = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        rebuild = False
+        if layout < LAYOUT:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if int(conn.execute("PRAGMA user_version").fetchone()[0]) < LAYOUT:
+                    for table in ("lines_fts", "fts_docs", "files", *DERIVED_TABLES, "fts_queue", "meta"):
+                        conn.execute(f"DROP TABLE IF EXISTS {table}")
+                    columns = {row[1] for row in conn.execute("PRAGMA table_info(events)")}
+                    if "data" not in columns:
+                        conn.execute("ALTER TABLE events ADD COLUMN data TEXT")
+                    _statements(conn, DERIVED + FILES + FTS)
+                    conn.execute(f"PRAGMA user_version = {LAYOUT}")
+                    rebuild = True
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        else:
+            conn.executescript(DERIVED + FILES + FTS)
+        return rebuild
+
+    def clear_derived(self, conn: sqlite3.Connection) -> None:
+        """Empty the settings-dependent derived tables (inside the caller's transaction)."""
+        for table in DERIVED_TABLES:
+            conn.execute(f"DELETE FROM {table}")
+
+    # -- SQLite-only lookups -------------------------------------------------------------------
+
+    def terms_with_anchors(self, conn: sqlite3.Connection, anchors: Sequence[str]) -> list[str]:
+        """Every known term whose anchor is one of ``anchors`` (one query, ``json_each``)."""
+        if not anchors:
+            return []
+        rows = conn.execute(
+            "SELECT t.term FROM json_each(?) AS j JOIN terms AS t ON t.anchor = j.value",
+            (json.dumps(list(anchors), ensure_ascii=False),),
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def key_ids(self, conn: sqlite3.Connection, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """``{(field, subject): key_id}`` for the pairs that exist (one query)."""
+        if not pairs:
+            return {}
+        rows = conn.execute(
+            "SELECT k.field, k.subject, k.key_id FROM json_each(?) AS j JOIN keys AS k"
+            " ON k.field = json_extract(j.value, '$[0]') AND k.subject = json_extract(j.value, '$[1]')",
+            (json.dumps([list(p) for p in pairs], ensure_ascii=False),),
+        ).fetchall()
+        return {(str(r[0]), str(r[1])): int(r[2]) for r in rows}
+
+    # -- full-text search ----------------------------------------------------------------------
+
+    def fts_insert(self, conn: sqlite3.Connection, rows: Iterable[tuple[int, str]]) -> None:
+        """Add FTS rows ``(rowid, text)`` (inside the caller's transaction)."""
+        conn.executemany("INSERT INTO lines_fts (rowid, text) VALUES (?, ?)", rows)
+
+    def fts_clear(self, conn: sqlite3.Connection) -> None:
+        conn.execute("DELETE FROM lines_fts")
+
+    def fts_match(self, conn: sqlite3.Connection, match: str, active_sql: str,
+                  params: Sequence[object], limit: int) -> list[FtsHit]:
+        """FTS5 ``MATCH`` hits ``(doc_id, version, line, text, bm25)`` whose content passes
+        ``active_sql`` (a condition on ``v``, the ``versions`` row), best first.
+        """
+        return [_hit(r) for r in conn.execute(
+            f"SELECT v.doc_id, v.version, f.rowid & {LINE_MASK}, f.text, bm25(lines_fts) AS rank"
+            f" FROM lines_fts AS f JOIN versions AS v ON v.content_id = (f.rowid >> {LINE_BITS})"
+            f" WHERE lines_fts MATCH ? AND {active_sql}"
+            " ORDER BY rank, v.doc_id, f.rowid LIMIT ?",
+            (match, *params, limit),
+        ).fetchall()]
+
+    def fts_substrings(self, conn: sqlite3.Connection, terms: Sequence[str], any_term: bool,
+                       active_sql: str, params: Sequence[object], limit: int) -> list[FtsHit]:
+        """Lines holding the (short) ``terms`` as substrings, ranked by how many they hold
+        (``-count``, lower is better): trigrams cannot index terms under 3 code points, so
+        this reads every row (``instr``, never ``LIKE``, which FTS5 would hand to the index).
+        """
+        joiner = " OR " if any_term else " AND "
+        where = joiner.join("instr(f.text, ?) > 0" for _ in terms)
+        score = " + ".join("(instr(f.text, ?) > 0)" for _ in terms)
+        return [_hit(r) for r in conn.execute(
+            f"SELECT v.doc_id, v.version, f.rowid & {LINE_MASK}, f.text, -1.0 * ({score}) AS rank"
+            f" FROM lines_fts AS f JOIN versions AS v ON v.content_id = (f.rowid >> {LINE_BITS})"
+            f" WHERE ({where}) AND {active_sql} ORDER BY rank, v.doc_id, f.rowid LIMIT ?",
+            (*terms, *terms, *params, limit),
+        ).fetchall()]
+
+
+FtsHit = tuple[str, int, int, str, float]
+"""(doc_id, version, 1-based line, line text, rank: lower is better)."""
+
+
+def _hit(row: Sequence[object]) -> FtsHit:
+    return (str(row[0]), int(str(row[1])), int(str(row[2])), str(row[3]), float(str(row[4])))
+
+
+def _statements(conn: sqlite3.Connection, script: str) -> None:
+    """Run a script of plain statements inside the caller's transaction (``executescript``
+    would commit it first). No statement may hold a ``;`` of its own (no triggers).
+    """
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def fts_string(term: str) -> str:
+    """An FTS5 string literal matching ``term`` literally (quotes doubled): no operator,
+    column filter, ``NEAR(`` or ``*`` inside it is interpreted.
+    """
+    return '"' + term.replace('"', '""') + '"'
