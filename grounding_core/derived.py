@@ -15,8 +15,9 @@ Per event (cost proportional to the document it touches, never to the corpus):
 - ``revoke(s, doc_id, version, reason)``: a ``revocations`` row for the current content of
   (doc_id, version), which stops being active at ``s``.
 
-Plain SQL only (``ON CONFLICT DO NOTHING``, no SQLite-only syntax); the two lookups that use
-``json_each`` go through the backend (:class:`~grounding_core.sqlite_backend.SqliteBackend`).
+Plain SQL only (``ON CONFLICT DO NOTHING``, no SQLite-only syntax); the two lookups that
+need engine-specific SQL (``json_each`` / ``= ANY``) go through the backend
+(:class:`~grounding_core.backend.Backend`).
 Meta fields are filtered when read, so the rows depend only on the field separators and
 subject fields (the *settings fingerprint*, see :func:`fingerprint`).
 """
@@ -25,13 +26,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from .events import Event
 from .evidence import EvidenceDocument, EvidenceError, FrontMatter, parse_evidence_text
+from .backend import Backend, Connection
 from .index import ParseSettings
-from .sqlite_backend import SqliteBackend
 from .text import VALUE_TRAILING_PUNCTUATION, normalize, split_lines
 
 BATCH_LINES = 50_000
@@ -74,7 +74,7 @@ class Deriver:
     transaction commits (field lines, terms and FTS queue entries are buffered).
     """
 
-    def __init__(self, conn: sqlite3.Connection, backend: SqliteBackend, settings: ParseSettings,
+    def __init__(self, conn: Connection, backend: Backend, settings: ParseSettings,
                  queue_fts: bool = True) -> None:
         self.conn = conn
         self.backend = backend
@@ -202,7 +202,7 @@ class Deriver:
                          sorted(term_keys))
 
 
-def iter_events(conn: sqlite3.Connection, after: int = 0, upto: int | None = None,
+def iter_events(conn: Connection, after: int = 0, upto: int | None = None,
                 chunk: int = 500) -> Iterator[Event]:
     """Events with ``after < seq <= upto`` in log order, read in chunks (bounded memory)."""
     last = after
@@ -221,7 +221,7 @@ def iter_events(conn: sqlite3.Connection, after: int = 0, upto: int | None = Non
         last = int(rows[-1][0])
 
 
-def event_of(row: tuple[object, ...] | sqlite3.Row) -> Event:
+def event_of(row: Sequence[object]) -> Event:
     """An :class:`Event` from an ``events`` row (seq, kind, doc_id, version, sha256, path,
     text, declared, reason).
     """
@@ -232,7 +232,7 @@ def event_of(row: tuple[object, ...] | sqlite3.Row) -> Event:
     )
 
 
-def rebuild(conn: sqlite3.Connection, backend: SqliteBackend, settings: ParseSettings,
+def rebuild(conn: Connection, backend: Backend, settings: ParseSettings,
             queue_fts: bool) -> None:
     """Rebuild every settings-dependent derived table from the log (inside the caller's
     transaction). ``queue_fts``: also queue every ever-active content for FTS rows (after a

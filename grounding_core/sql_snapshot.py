@@ -15,7 +15,6 @@ lookup answers "nothing" without asking the database.
 from __future__ import annotations
 
 import datetime as dt
-import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
@@ -23,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from .backend import Backend, Connection
 from .derived import anchor_of, parse_content
 from .events import Event
 from .evidence import EvidenceDocument
@@ -38,7 +38,6 @@ from .index import (
     ValueGroup,
     VersionRecord,
 )
-from .sqlite_backend import SqliteBackend, fts_string
 from .text import VALUE_TRAILING_PUNCTUATION, normalize
 
 CACHE_ENTRIES = 4096
@@ -121,7 +120,7 @@ class DocumentCache:
 class SnapshotSource(Protocol):
     """What a snapshot needs of its store."""
 
-    backend: SqliteBackend
+    backend: Backend
     settings: ParseSettings
     documents: DocumentCache
     derivation: int
@@ -182,7 +181,7 @@ class SqlSnapshot(IndexSnapshot):
 
     # -- plumbing ------------------------------------------------------------------------------
 
-    def _conn(self) -> sqlite3.Connection:
+    def _conn(self) -> Connection:
         return self._source.backend.reader()
 
     def _rows(self, sql: str, params: Iterable[object] = ()) -> list[tuple[object, ...]]:
@@ -207,19 +206,19 @@ class SqlSnapshot(IndexSnapshot):
         derived tables (a settings change) is never seen half-done.
         """
         depth = getattr(self._reading, "depth", 0)
-        conn = self._conn()
-        if depth == 0 and not conn.in_transaction:
-            conn.execute("BEGIN")
-            opened = True
-        else:
-            opened = False
-        self._reading.depth = depth + 1
-        try:
-            yield self
-        finally:
-            self._reading.depth = depth
-            if opened and conn.in_transaction:
-                conn.execute("COMMIT")
+        if depth:
+            self._reading.depth = depth + 1
+            try:
+                yield self
+            finally:
+                self._reading.depth = depth
+            return
+        with self._source.backend.read(self._conn()):
+            self._reading.depth = 1
+            try:
+                yield self
+            finally:
+                self._reading.depth = 0
 
     # -- versions ------------------------------------------------------------------------------
 
@@ -632,11 +631,10 @@ class SqlSnapshot(IndexSnapshot):
         rows = []
         if long_terms and (any_term or not short_terms):
             if any_term:
-                grams = sorted({t[i:i + 3] for t in long_terms for i in range(len(t) - 2)})
-                match = " OR ".join(fts_string(g) for g in grams)
+                phrases = sorted({t[i:i + 3] for t in long_terms for i in range(len(t) - 2)})
             else:
-                match = " AND ".join(fts_string(t) for t in long_terms)
-            rows.extend(backend.fts_match(conn, match, active, params, limit))
+                phrases = long_terms
+            rows.extend(backend.fts_match(conn, phrases, any_term, active, params, limit))
         if short_terms and (any_term or not long_terms):
             rows.extend(backend.fts_substrings(conn, short_terms, any_term, active, params, limit))
         best: dict[tuple[str, int], tuple[str, int, int, str, float]] = {}

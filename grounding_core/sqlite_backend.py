@@ -1,9 +1,10 @@
 """The SQLite adapter of the store: schema, connections, FTS5 and the SQLite-only lookups.
 
-Everything SQLite-specific lives here (FTS5, ``json_each``, ``WITHOUT ROWID``, pragmas);
-the rest of the store (``derived.py``, ``sql_snapshot.py``, ``store.py``) speaks plain SQL
-that PostgreSQL also speaks (CTEs, window functions, ``ON CONFLICT DO NOTHING``), so a second
-backend implements this module's :class:`SqliteBackend` surface and nothing else.
+Everything SQLite-specific lives here (FTS5, ``json_each``, ``WITHOUT ROWID``, pragmas,
+``BEGIN IMMEDIATE``); the rest of the store (``derived.py``, ``sql_snapshot.py``,
+``store.py``) speaks plain SQL that PostgreSQL also speaks (CTEs, window functions,
+``ON CONFLICT DO NOTHING``) through the :class:`~grounding_core.backend.Backend` interface,
+which ``postgres_backend.py`` implements too.
 
 Connections: one **writer** connection, used by one thread at a time under the store's lock
 (scans, FTS batches), and one **reader** connection per thread (``PRAGMA query_only``), so a
@@ -43,8 +44,12 @@ import shutil
 import sqlite3
 import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+
+from .backend import Connection, FtsHit
 
 LAYOUT = 2
 """``PRAGMA user_version`` of this schema (1: the FTS-only layout before derived tables)."""
@@ -169,6 +174,10 @@ CREATE VIRTUAL TABLE IF NOT EXISTS lines_fts USING fts5(text, tokenize = 'trigra
 """``detail=full`` (the default): trigram phrase queries need positions (``detail=column`` and
 ``none`` refuse multi-trigram terms); BENCHMARKS.md has the measurements."""
 
+POLL_SECONDS = 0.5
+"""How often :meth:`SqliteBackend.wait_for_events` looks at the log (SQLite has no
+notifications between processes)."""
+
 DERIVED_TABLES = ("versions", "revocations", "keys", "field_lines", "terms", "term_keys")
 
 
@@ -179,7 +188,12 @@ class SqliteBackend:
     them into its own error.
     """
 
+    shared = False
+    errors: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
+    lost: tuple[type[BaseException], ...] = ()
+
     def __init__(self, path: str) -> None:
+        self.location = path
         self._temp_dir: str | None = None
         if path == ":memory:":
             self._temp_dir = tempfile.mkdtemp(prefix="grounding-index-")
@@ -190,8 +204,13 @@ class SqliteBackend:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._readers: list[sqlite3.Connection] = []
-        self.writer = self._connect(readonly=False)
-        self.writer.execute("PRAGMA journal_mode=WAL")
+        self._writer = self._connect(readonly=False)
+        self._writer.execute("PRAGMA journal_mode=WAL")
+
+    @property
+    def writer(self) -> sqlite3.Connection:
+        """The one writer connection (used under the store's lock)."""
+        return self._writer
 
     def _connect(self, readonly: bool) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
@@ -220,7 +239,7 @@ class SqliteBackend:
                 conn.close()
             except sqlite3.Error:
                 pass
-        self.writer.close()
+        self._writer.close()
         self._local = threading.local()
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
@@ -260,14 +279,70 @@ class SqliteBackend:
             conn.executescript(DERIVED + FILES + FTS)
         return rebuild
 
-    def clear_derived(self, conn: sqlite3.Connection) -> None:
+    def clear_derived(self, conn: Connection) -> None:
         """Empty the settings-dependent derived tables (inside the caller's transaction)."""
         for table in DERIVED_TABLES:
             conn.execute(f"DELETE FROM {table}")
 
+    # -- transactions --------------------------------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` on the writer: other writers (processes) wait up to 30 s."""
+        conn = self._writer
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def can_write(self) -> bool:
+        return True
+
+    def writer_holder(self) -> str | None:
+        return None
+
+    @contextmanager
+    def read(self, conn: Connection) -> Iterator[None]:
+        """A deferred read transaction (WAL: the snapshot of the first read inside it)."""
+        assert isinstance(conn, sqlite3.Connection)
+        if conn.in_transaction:
+            yield
+            return
+        conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+
+    def in_transaction(self, conn: Connection) -> bool:
+        assert isinstance(conn, sqlite3.Connection)
+        return conn.in_transaction
+
+    def notify(self, conn: Connection, seq: int) -> None:
+        """Nothing to announce: readers of a file see commits on their next query."""
+
+    def wait_for_events(self, known: int, timeout: float) -> int | None:
+        """Polls the log's length every :data:`POLL_SECONDS` (another process, such as
+        ``grounding index``, may append to the same file); the new count or None.
+        """
+        deadline = time.monotonic() + timeout
+        conn = self.reader()
+        while True:
+            count = int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
+            if count > known:
+                return count
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            time.sleep(min(POLL_SECONDS, left))
+
     # -- SQLite-only lookups -------------------------------------------------------------------
 
-    def terms_with_anchors(self, conn: sqlite3.Connection, anchors: Sequence[str]) -> list[str]:
+    def terms_with_anchors(self, conn: Connection, anchors: Sequence[str]) -> list[str]:
         """Every known term whose anchor is one of ``anchors`` (one query, ``json_each``)."""
         if not anchors:
             return []
@@ -277,7 +352,7 @@ class SqliteBackend:
         ).fetchall()
         return [str(r[0]) for r in rows]
 
-    def key_ids(self, conn: sqlite3.Connection, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    def key_ids(self, conn: Connection, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
         """``{(field, subject): key_id}`` for the pairs that exist (one query)."""
         if not pairs:
             return {}
@@ -290,18 +365,20 @@ class SqliteBackend:
 
     # -- full-text search ----------------------------------------------------------------------
 
-    def fts_insert(self, conn: sqlite3.Connection, rows: Iterable[tuple[int, str]]) -> None:
+    def fts_insert(self, conn: Connection, rows: Iterable[tuple[int, str]]) -> None:
         """Add FTS rows ``(rowid, text)`` (inside the caller's transaction)."""
         conn.executemany("INSERT INTO lines_fts (rowid, text) VALUES (?, ?)", rows)
 
-    def fts_clear(self, conn: sqlite3.Connection) -> None:
+    def fts_clear(self, conn: Connection) -> None:
         conn.execute("DELETE FROM lines_fts")
 
-    def fts_match(self, conn: sqlite3.Connection, match: str, active_sql: str,
+    def fts_match(self, conn: Connection, phrases: Sequence[str], any_term: bool, active_sql: str,
                   params: Sequence[object], limit: int) -> list[FtsHit]:
-        """FTS5 ``MATCH`` hits ``(doc_id, version, line, text, bm25)`` whose content passes
-        ``active_sql`` (a condition on ``v``, the ``versions`` row), best first.
+        """FTS5 ``MATCH`` hits ``(doc_id, version, line, text, bm25)`` of the phrases (string
+        literals joined by AND, or OR for ``any_term``) whose content passes ``active_sql``
+        (a condition on ``v``, the ``versions`` row), best first.
         """
+        match = (" OR " if any_term else " AND ").join(fts_string(p) for p in phrases)
         return [_hit(r) for r in conn.execute(
             f"SELECT v.doc_id, v.version, f.rowid & {LINE_MASK}, f.text, bm25(lines_fts) AS rank"
             f" FROM lines_fts AS f JOIN versions AS v ON v.content_id = (f.rowid >> {LINE_BITS})"
@@ -310,7 +387,7 @@ class SqliteBackend:
             (match, *params, limit),
         ).fetchall()]
 
-    def fts_substrings(self, conn: sqlite3.Connection, terms: Sequence[str], any_term: bool,
+    def fts_substrings(self, conn: Connection, terms: Sequence[str], any_term: bool,
                        active_sql: str, params: Sequence[object], limit: int) -> list[FtsHit]:
         """Lines holding the (short) ``terms`` as substrings, ranked by how many they hold
         (``-count``, lower is better): trigrams cannot index terms under 3 code points, so
@@ -325,10 +402,6 @@ class SqliteBackend:
             f" WHERE ({where}) AND {active_sql} ORDER BY rank, v.doc_id, f.rowid LIMIT ?",
             (*terms, *terms, *params, limit),
         ).fetchall()]
-
-
-FtsHit = tuple[str, int, int, str, float]
-"""(doc_id, version, 1-based line, line text, rank: lower is better)."""
 
 
 def _hit(row: Sequence[object]) -> FtsHit:

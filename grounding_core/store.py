@@ -1,6 +1,7 @@
 """The persistent index (SPEC §4): the event log, its derived tables, scans and full-text search.
 
-A :class:`Store` is one index database (SQLite; the adapter is ``sqlite_backend.py``). The
+A :class:`Store` is one index database (an SQLite file, ``sqlite_backend.py``, or a shared
+PostgreSQL database, ``postgres_backend.py``; ``backend.py`` is the interface). The
 append-only ``events`` table is the source of truth; the derived tables (``derived.py``)
 are maintained in the same transaction as the events they derive from, and answer any
 ``replay(n)`` without a rebuild, so :meth:`Store.snapshot` is cheap for any ``n``
@@ -27,11 +28,12 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import scan as scanning
+from .backend import Backend, BackendError, Connection, ReadOnlyIndex, open_backend, redact
 from .config import Config
 from .derived import Deriver, event_of, fingerprint, iter_events, rebuild
 from .events import Event
@@ -40,10 +42,13 @@ from .index import IndexSnapshot, ParseSettings, SearchHit, VersionRecord
 from .model import Finding, Location, Span
 from .scan import FileRow, Listing, StatKey, Unstable, finding_dict, finding_of
 from .sql_snapshot import DocumentCache, SqlSnapshot
-from .sqlite_backend import LINE_BITS, LINE_MASK, SqliteBackend
+from .sqlite_backend import LINE_BITS, LINE_MASK
 
 ProgressCallback = Callable[[int, int, str], None]
 """Called as ``progress(done, total, path)`` while a scan reads files."""
+
+_OPEN_ERRORS: tuple[type[BaseException], ...] = (OSError, sqlite3.Error)
+"""What opening an SQLite file may raise (a PostgreSQL backend raises BackendError)."""
 
 FTS_BATCH = 200
 """Contents per FTS transaction (a crash loses at most one batch, redone later)."""
@@ -70,7 +75,9 @@ class ScanResult:
     - ``findings_changed``: paths whose evidence findings differ from before the scan;
     - ``unstable``: paths that changed while read and were not indexed from that read (read
       them again when stable; the CLI already retried briefly);
-    - ``hashed_bytes``: bytes read and hashed; ``full``: a full walk.
+    - ``hashed_bytes``: bytes read and hashed; ``full``: a full walk;
+    - ``writer``: None when this process wrote the scan; else who writes the shared index
+      (this process is a reader: nothing was read or appended, ``evidence`` is the writer's).
     """
 
     snapshot: IndexSnapshot
@@ -81,6 +88,7 @@ class ScanResult:
     findings_changed: list[str] = field(default_factory=list)
     unstable: list[str] = field(default_factory=list)
     full: bool = True
+    writer: str | None = None
 
     @property
     def state(self) -> IndexSnapshot:
@@ -97,6 +105,8 @@ class Store:
 
     def __init__(self, path: str, settings: ParseSettings | None = None) -> None:
         self.path = path
+        self.location = redact(path)
+        """The index location for messages (a URL without its password)."""
         self.settings = settings or ParseSettings()
         self.documents = DocumentCache()
         self.derivation = 0
@@ -105,15 +115,21 @@ class Store:
         self._latest_lock = threading.Lock()
         self._latest: tuple[int, SqlSnapshot] | None = None
         try:
-            self.backend = SqliteBackend(path)
+            self.backend: Backend = open_backend(path)
+        except BackendError as exc:
+            raise IndexError_(str(exc)) from exc
+        except _OPEN_ERRORS as exc:
+            raise IndexError_(f"cannot open the index {self.location}: {exc}") from exc
+        failures: tuple[type[BaseException], ...] = (*self.backend.errors, BackendError)
+        try:
             migrated = self.backend.create_schema()
             self._ensure_derived(force=migrated, queue_fts=migrated)
-        except (sqlite3.Error, OSError) as exc:
+        except failures as exc:
             try:
                 self.backend.close()
             except Exception:  # noqa: BLE001  (closing a half-opened backend)
                 pass
-            raise IndexError_(f"cannot open the index {path}: {exc}") from exc
+            raise IndexError_(f"cannot open the index {self.location}: {exc}") from exc
 
     @classmethod
     def for_config(cls, config: Config) -> Store:
@@ -130,24 +146,29 @@ class Store:
     def _ensure_derived(self, force: bool = False, queue_fts: bool = False) -> None:
         """Rebuild the derived tables from the log when they were made with other settings
         (or after a layout migration), in one transaction.
+
+        A reader of a shared index cannot rebuild: when the index was derived with other
+        parse settings, it raises :class:`IndexError_` naming both (every process sharing an
+        index must use the writer's ``field_separators`` and ``subject_fields``).
         """
-        conn = self.backend.writer
         with self._lock:
-            current = conn.execute("SELECT value FROM meta WHERE key = 'fingerprint'").fetchone()
+            current = self.backend.reader().execute("SELECT value FROM meta WHERE key = 'fingerprint'").fetchone()
             wanted = fingerprint(self.settings)
             if not force and current is not None and current[0] == wanted:
                 return
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            if not self.backend.can_write():
+                if current is None and not force:
+                    return  # a new shared index: its writer derives it
+                raise IndexError_(
+                    f"the index {self.location} was derived with other settings ({current[0] if current else '?'})"
+                    f" than this workspace's ({wanted}), and {self._holder()} writes it; use the writer's"
+                    " field_separators and subject_fields in grounding.toml")
+            with self.backend.write() as conn:
                 current = conn.execute("SELECT value FROM meta WHERE key = 'fingerprint'").fetchone()
                 if force or current is None or current[0] != wanted:
                     rebuild(conn, self.backend, self.settings, queue_fts=queue_fts or current is None)
                     conn.execute("INSERT INTO meta (key, value) VALUES ('full_reconcile', '1')"
                                  " ON CONFLICT (key) DO UPDATE SET value = excluded.value")
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             self.derivation += 1
             self.documents.clear()
             self._latest = None
@@ -205,19 +226,25 @@ class Store:
         """SPEC §4 ``replay(n)``; raises ValueError when n is negative or beyond the log."""
         return self.snapshot(at=n)
 
-    def _append(self, conn: sqlite3.Connection, events: Iterable[Event]) -> list[Event]:
+    def _append(self, conn: Connection, events: Iterable[Event]) -> list[Event]:
+        """Append ``events`` in the writer's transaction. Sequence numbers are given
+        explicitly (last + 1, ...): the log has no gaps on any backend (a PostgreSQL sequence
+        would leave one for every rolled-back scan), and one writer at a time makes it safe.
+        """
         now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         out: list[Event] = []
+        last = int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
         for e in events:
-            cur = conn.execute(
-                "INSERT INTO events (kind, doc_id, version, sha256, path, text, declared, reason,"
-                " recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (e.kind, e.doc_id, e.version, e.sha256, e.path, e.text, int(e.declared), e.reason, now),
-            )
-            seq = cur.lastrowid
-            assert seq is not None
-            out.append(Event(seq, e.kind, e.doc_id, e.version, e.sha256, e.path, e.text,
+            last += 1
+            out.append(Event(last, e.kind, e.doc_id, e.version, e.sha256, e.path, e.text,
                              e.declared, e.reason))
+        conn.executemany(
+            "INSERT INTO events (seq, kind, doc_id, version, sha256, path, text, declared, reason,"
+            " recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(e.seq, e.kind, e.doc_id, e.version, e.sha256, e.path, e.text, int(e.declared), e.reason, now)
+             for e in out])
+        if out:
+            self.backend.notify(conn, out[-1].seq)
         return out
 
     # -- scanning ------------------------------------------------------------------------------
@@ -233,23 +260,79 @@ class Store:
         :attr:`ScanResult.unstable` and not indexed from that read. Appends events only when
         content changed. Never writes evidence files. Raises FileNotFoundError when the
         evidence root does not exist.
+
+        Shared index (PostgreSQL): only the writer (the process holding the writer lock,
+        taken here when free) scans; a reader's scan appends nothing and returns the shared
+        state with :attr:`ScanResult.writer` naming who writes. A connection lost during the
+        scan rolls the whole scan back; the scan is then redone after a reconnect, waiting
+        with back-off up to :attr:`reconnect_seconds` (then :class:`IndexError_`).
         """
         root = config.evidence_root
         if not root.is_dir():
             raise FileNotFoundError(f"evidence folder {root} does not exist")
+        paths = None if paths is None else list(paths)
         listing = scanning.walk_evidence(config) if paths is None else scanning.resolve_paths(config, paths)
-        with self._lock:
-            self._ensure_derived()
-            conn = self.backend.writer
-            conn.execute("BEGIN IMMEDIATE")
+        lost: BaseException | None = None
+        for delay in self._retries():
+            if lost is not None:
+                time.sleep(delay)
+                if paths is not None:
+                    listing = scanning.resolve_paths(config, paths)
             try:
-                result = _Scan(self, conn, config, listing, progress).run()
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+                with self._lock:
+                    if not self.backend.can_write():
+                        return self._read_only_scan(listing)
+                    self._ensure_derived()
+                    try:
+                        with self.backend.write() as conn:
+                            result = _Scan(self, conn, config, listing, progress).run()
+                    except BaseException:
+                        self.documents.clear()  # contents cached under seqs that were rolled back
+                        self._latest = None
+                        raise
+                break
+            except ReadOnlyIndex:
+                return self._read_only_scan(listing)
+            except self.backend.lost as exc:
+                lost = exc
+        else:
+            raise self._gave_up(lost)
         result.snapshot = self.snapshot()
         return result
+
+    reconnect_seconds = 30.0
+    """How long a write waits for a lost shared database to come back (back-off 0.1 s
+    doubling to 5 s between tries) before it gives up with :class:`IndexError_`."""
+
+    def _retries(self) -> Iterator[float]:
+        """Delays before each try of a write: 0 for the first, then back-off until
+        :attr:`reconnect_seconds` have passed (the last try's failure propagates).
+        """
+        yield 0.0
+        waited, delay = 0.0, 0.1
+        while waited < self.reconnect_seconds:
+            yield delay
+            waited += delay
+            delay = min(delay * 2, 5.0)
+
+    def _gave_up(self, exc: BaseException | None) -> IndexError_:
+        error = IndexError_(f"lost the index {self.location} and could not reconnect within"
+                            f" {self.reconnect_seconds:g} s: {exc}")
+        error.__cause__ = exc
+        return error
+
+    def _holder(self) -> str:
+        holder = self.backend.writer_holder()
+        return holder if holder else "another process"
+
+    def _read_only_scan(self, listing: Listing) -> ScanResult:
+        """A reader's scan of a shared index: nothing written, the writer's findings."""
+        findings = self.evidence_findings()
+        if not listing.full:
+            wanted = set(listing.candidates) | set(listing.refused)
+            findings = {p: fs for p, fs in findings.items() if p in wanted}
+        return ScanResult(snapshot=self.snapshot(), evidence=findings, full=listing.full,
+                          writer=f"{self._holder()} writes the shared index {self.location}")
 
     def evidence_findings(self) -> dict[str, list[Finding]]:
         """Every evidence path's findings as of the last scan (from the ``files`` table)."""
@@ -266,34 +349,49 @@ class Store:
         """Drain the full-text queue, one small transaction per ``batch`` contents (crash-safe:
         a batch's rows and its removal from the queue commit together). Currently active
         contents go first. Stops after ``seconds`` when given; True when the queue is empty.
+        A reader of a shared index writes nothing (the writer drains the queue) and only
+        answers whether the queue is empty. A lost connection is retried like a scan.
         """
         deadline = None if seconds is None else time.monotonic() + seconds
-        conn = self.backend.writer
         while True:
-            with self._lock:
-                conn.execute("BEGIN IMMEDIATE")
+            lost: BaseException | None = None
+            for delay in self._retries():
+                if lost is not None:
+                    time.sleep(delay)
                 try:
-                    ids = [int(r[0]) for r in conn.execute(
-                        "SELECT q.content_id FROM fts_queue AS q JOIN versions AS v ON v.content_id = q.content_id"
-                        " ORDER BY v.active_to IS NOT NULL, q.content_id LIMIT ?", (batch,)).fetchall()]
-                    if not ids:
-                        conn.execute("DELETE FROM fts_queue")  # entries without a versions row
-                        conn.execute("COMMIT")
-                        return True
-                    rows: list[tuple[int, str]] = []
-                    for cid in ids:
-                        text, front_end = conn.execute(
-                            "SELECT e.text, v.front_end FROM events AS e JOIN versions AS v ON v.content_id = e.seq"
-                            " WHERE e.seq = ?", (cid,)).fetchone()
-                        rows.extend(fts_rows(cid, str(text), int(front_end)))
-                    self.backend.fts_insert(conn, rows)
-                    conn.executemany("DELETE FROM fts_queue WHERE content_id = ?", [(c,) for c in ids])
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
+                    with self._lock:
+                        if not self.backend.can_write():
+                            return self.fts_pending() == 0
+                        with self.backend.write() as conn:
+                            if self._fts_batch(conn, batch):
+                                return True
+                    break
+                except ReadOnlyIndex:
+                    return self.fts_pending() == 0
+                except self.backend.lost as exc:
+                    lost = exc
+            else:
+                raise self._gave_up(lost)
             if deadline is not None and time.monotonic() >= deadline:
                 return self.fts_pending() == 0
+
+    def _fts_batch(self, conn: Connection, batch: int) -> bool:
+        """One batch of full-text rows in the caller's transaction; True when none was left."""
+        ids = [int(r[0]) for r in conn.execute(
+            "SELECT q.content_id FROM fts_queue AS q JOIN versions AS v ON v.content_id = q.content_id"
+            " ORDER BY v.active_to IS NOT NULL, q.content_id LIMIT ?", (batch,)).fetchall()]
+        if not ids:
+            conn.execute("DELETE FROM fts_queue")  # entries without a versions row
+            return True
+        rows: list[tuple[int, str]] = []
+        for cid in ids:
+            text, front_end = conn.execute(
+                "SELECT e.text, v.front_end FROM events AS e JOIN versions AS v ON v.content_id = e.seq"
+                " WHERE e.seq = ?", (cid,)).fetchone()
+            rows.extend(fts_rows(cid, str(text), int(front_end)))
+        self.backend.fts_insert(conn, rows)
+        conn.executemany("DELETE FROM fts_queue WHERE content_id = ?", [(c,) for c in ids])
+        return False
 
     def search(self, query: str, limit: int = 20, any_term: bool = False) -> list[SearchHit]:
         """Full-text search over the newest snapshot (builds pending FTS rows first); see
@@ -320,7 +418,7 @@ def fts_rows(content_id: int, text: str, front_end: int) -> list[tuple[int, str]
 class _Scan:
     """One scan inside the writer's transaction (see :meth:`Store.scan`)."""
 
-    def __init__(self, store: Store, conn: sqlite3.Connection, config: Config, listing: Listing,
+    def __init__(self, store: Store, conn: Connection, config: Config, listing: Listing,
                  progress: ProgressCallback | None) -> None:
         self.store = store
         self.conn = conn
@@ -471,11 +569,11 @@ class _Scan:
                     affected.add(row.doc_id)
         full = self.conn.execute("SELECT value FROM meta WHERE key = 'full_reconcile'").fetchone()
         if full is not None:
-            affected.update(str(r[0]) for r in self.conn.execute("SELECT DISTINCT doc_id FROM versions"))
+            affected.update(str(r[0]) for r in self.conn.execute("SELECT DISTINCT doc_id FROM versions").fetchall())
             affected.update(r.doc_id for r in self.rows.values() if r.doc_id is not None)
             if not self.listing.full:
                 affected.update(str(r[0]) for r in self.conn.execute(
-                    "SELECT DISTINCT doc_id FROM files WHERE doc_id IS NOT NULL"))
+                    "SELECT DISTINCT doc_id FROM files WHERE doc_id IS NOT NULL").fetchall())
         view = _WriterView(self.store, self.conn)
         self._refuse_lowered_versions(view, affected)
         groups = {d: self._group(d) for d in sorted(affected)}
@@ -684,12 +782,12 @@ def _row(r: tuple[Any, ...]) -> FileRow:
 class _WriterView(SqlSnapshot):
     """The index as the scan's own transaction sees it (uncommitted events included)."""
 
-    def __init__(self, store: Store, conn: sqlite3.Connection) -> None:
+    def __init__(self, store: Store, conn: Connection) -> None:
         seq = int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
         super().__init__(store, seq)
         self._writer = conn
 
-    def _conn(self) -> sqlite3.Connection:
+    def _conn(self) -> Connection:
         return self._writer
 
 

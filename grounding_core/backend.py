@@ -1,0 +1,188 @@
+"""The store's backend interface and its selection (SPEC §4; docs/architecture.md "Backends").
+
+The store (``store.py``, ``derived.py``, ``sql_snapshot.py``) speaks plain SQL with ``?``
+placeholders through a :class:`Connection`; everything a database does differently sits
+behind a :class:`Backend`: opening connections, the schema, write transactions (SQLite's
+``BEGIN IMMEDIATE``; PostgreSQL's advisory writer lock), read transactions, the lookups that
+need engine-specific SQL (``json_each`` / ``= ANY(array)``) and full-text search (FTS5 /
+``pg_trgm``). Two implementations:
+
+- :class:`~grounding_core.sqlite_backend.SqliteBackend`: an embedded file (the default,
+  ``index = ".grounding/index.sqlite"``) or ``":memory:"``;
+- :class:`~grounding_core.postgres_backend.PostgresBackend`: a shared database named by a
+  ``postgresql://`` URL (``index`` in ``grounding.toml`` or ``GROUNDING_INDEX``), optional
+  extra ``grounding[postgres]``.
+
+:func:`open_backend` picks one from the configured location.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+URL_SCHEMES = ("postgresql", "postgres")
+"""Schemes of a shared (PostgreSQL) index location; anything else is an SQLite path."""
+
+
+class BackendError(RuntimeError):
+    """The index database cannot be opened or reached; the message names the location
+    (never a password).
+    """
+
+
+class ReadOnlyIndex(RuntimeError):
+    """A write was asked of a store that is not the index's writer (another process holds
+    the writer lock of a shared index); the message names the holder when known.
+    """
+
+
+class Cursor(Protocol):
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Connection(Protocol):
+    """A DB-API-like connection taking ``?`` placeholders (what the shared SQL uses)."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ...) -> Cursor: ...
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any: ...
+
+
+FtsHit = tuple[str, int, int, str, float]
+"""(doc_id, version, 1-based line, line text, rank: lower is better)."""
+
+
+class Backend(Protocol):
+    """What the store needs of a database (see the module docstring).
+
+    ``errors``: the exception classes meaning "the database failed" (the store turns them
+    into its own error); ``lost``: those meaning "the connection was lost" (retried after a
+    reconnect). ``location``: the configured location for messages (a URL without its
+    password). ``shared``: several processes share the index (one writer, many readers).
+    """
+
+    location: str
+    shared: bool
+    errors: tuple[type[BaseException], ...]
+    lost: tuple[type[BaseException], ...]
+
+    @property
+    def writer(self) -> Connection: ...
+
+    def reader(self) -> Connection: ...
+
+    def close(self) -> None: ...
+
+    def create_schema(self) -> bool: ...
+
+    def clear_derived(self, conn: Connection) -> None: ...
+
+    def write(self) -> AbstractContextManager[Connection]:
+        """One write transaction on the writer connection: committed when the block ends,
+        rolled back when it raises. Raises :class:`ReadOnlyIndex` when this process may not
+        write (a shared index whose writer lock another process holds).
+        """
+        ...
+
+    def can_write(self) -> bool:
+        """Whether :meth:`write` would be allowed now (takes the writer lock when free)."""
+        ...
+
+    def writer_holder(self) -> str | None:
+        """Who holds the writer lock of a shared index (None: nobody or not known)."""
+        ...
+
+    def read(self, conn: Connection) -> AbstractContextManager[None]:
+        """One read transaction on ``conn`` (a reader): every statement inside sees the same
+        committed state. Re-entrant use is the caller's business (it nests by depth).
+        """
+        ...
+
+    def in_transaction(self, conn: Connection) -> bool: ...
+
+    def notify(self, conn: Connection, seq: int) -> None:
+        """Announce (at commit) that the log now ends at ``seq`` (a no-op when unshared)."""
+        ...
+
+    def wait_for_events(self, known: int, timeout: float) -> int | None:
+        """Block up to ``timeout`` seconds until the log holds more than ``known`` events;
+        the new count, or None on timeout. Call it from a worker thread.
+        """
+        ...
+
+    def terms_with_anchors(self, conn: Connection, anchors: Sequence[str]) -> list[str]: ...
+
+    def key_ids(self, conn: Connection, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]: ...
+
+    def fts_insert(self, conn: Connection, rows: Iterable[tuple[int, str]]) -> None: ...
+
+    def fts_clear(self, conn: Connection) -> None: ...
+
+    def fts_match(self, conn: Connection, phrases: Sequence[str], any_term: bool, active_sql: str,
+                  params: Sequence[object], limit: int) -> list[FtsHit]:
+        """Lines holding every phrase (``any_term``: at least one) as a case-folded
+        substring, ranked by bm25 (lower is better), each phrase at least 3 code points.
+        ``active_sql`` is a condition on ``v``, the line's ``versions`` row.
+        """
+        ...
+
+    def fts_substrings(self, conn: Connection, terms: Sequence[str], any_term: bool,
+                       active_sql: str, params: Sequence[object], limit: int) -> list[FtsHit]: ...
+
+
+def is_url(location: str) -> bool:
+    """True when ``location`` names a shared (PostgreSQL) index rather than an SQLite file."""
+    scheme, sep, _ = location.partition("://")
+    return bool(sep) and scheme.lower() in URL_SCHEMES
+
+
+def redact(location: str) -> str:
+    """``location`` fit for a message: a URL's password (and ``password=`` parameters) removed."""
+    if not is_url(location):
+        return location
+    try:
+        parts = urlsplit(location)
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, _, hostport = netloc.rpartition("@")
+            user = userinfo.split(":", 1)[0]
+            netloc = f"{user}@{hostport}" if user else hostport
+        query = "&".join(p for p in parts.query.split("&") if p and not p.lower().startswith("password="))
+        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    except ValueError:
+        return location.split("://", 1)[0] + "://…"
+
+
+def has_password(location: str) -> bool:
+    """True when a URL carries a password (``user:secret@`` or ``?password=``)."""
+    if not is_url(location):
+        return False
+    try:
+        parts = urlsplit(location)
+    except ValueError:
+        return False
+    if parts.password:
+        return True
+    return any(p.lower().startswith("password=") for p in parts.query.split("&"))
+
+
+def open_backend(location: str) -> Backend:
+    """The backend for a configured index location: a ``postgresql://`` URL or an SQLite path
+    (``":memory:"`` included). Raises :class:`BackendError` when it cannot be opened.
+    """
+    if is_url(location):
+        try:
+            from .postgres_backend import PostgresBackend
+        except ImportError as exc:
+            raise BackendError(
+                f"the index {redact(location)} is a PostgreSQL database, which needs psycopg 3:"
+                " pip install 'grounding[postgres]'") from exc
+        return PostgresBackend(location)
+    from .sqlite_backend import SqliteBackend
+
+    return SqliteBackend(location)
