@@ -28,9 +28,9 @@ import datetime as dt
 import json
 from collections.abc import Iterator, Sequence
 
+from .backend import Backend, Connection
 from .events import Event
 from .evidence import EvidenceDocument, EvidenceError, FrontMatter, parse_evidence_text
-from .backend import Backend, Connection
 from .index import ParseSettings
 from .text import VALUE_TRAILING_PUNCTUATION, normalize, split_lines
 
