@@ -82,10 +82,13 @@ class Backend(Protocol):
 
     def clear_derived(self, conn: Connection) -> None: ...
 
-    def write(self) -> AbstractContextManager[Connection]:
+    def write(self, exclusive: bool = True) -> AbstractContextManager[Connection]:
         """One write transaction on the writer connection: committed when the block ends,
-        rolled back when it raises. Raises :class:`ReadOnlyIndex` when this process may not
-        write (a shared index whose writer lock another process holds).
+        rolled back when it raises. ``exclusive`` (the log and derived tables): raises
+        :class:`ReadOnlyIndex` when this process may not write (a shared index whose writer
+        lock another process holds); False (work queues such as the full-text queue, whose
+        rows are claimed with :meth:`fts_claim`): any process may, unless its database role
+        cannot write (:class:`ReadOnlyIndex` too).
         """
         ...
 
@@ -118,6 +121,12 @@ class Backend(Protocol):
     def terms_with_anchors(self, conn: Connection, anchors: Sequence[str]) -> list[str]: ...
 
     def key_ids(self, conn: Connection, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]: ...
+
+    def fts_claim(self, conn: Connection, batch: int) -> list[int]:
+        """Up to ``batch`` queued content_ids no other process is working on (currently
+        active contents first), claimed until the caller's transaction ends.
+        """
+        ...
 
     def fts_insert(self, conn: Connection, rows: Iterable[tuple[int, str]]) -> None: ...
 

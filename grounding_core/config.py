@@ -17,6 +17,11 @@ from typing import Any
 
 import pathspec
 
+from .backend import has_password, is_url, redact
+
+INDEX_ENV = "GROUNDING_INDEX"
+"""Environment variable overriding ``index`` (a CLI flag or an editor setting still wins)."""
+
 
 class ConfigError(ValueError):
     """The configuration cannot be used; the message names the file and key."""
@@ -32,7 +37,9 @@ class Config:
     """Resolved configuration of one workspace (SPEC §2).
 
     ``root`` and ``evidence_root`` are absolute resolved paths. ``index`` is a path relative
-    to the root or ``":memory:"``. ``today`` pins the date used for activity (SPEC §3);
+    to the root, ``":memory:"``, or a ``postgresql://`` URL naming a team's shared index
+    (``GROUNDING_INDEX`` in the environment overrides the file's value; see
+    ``grounding_core/backend.py``). ``today`` pins the date used for activity (SPEC §3);
     None means the local date at check time. ``subject_fields`` names the field lines whose
     value is the document subject when front matter gives none (SPEC §3 says ``主题``; an
     English corpus may add ``Subject``).
@@ -59,10 +66,20 @@ class Config:
 
     @property
     def index_path(self) -> str:
-        """``":memory:"`` or the absolute index path."""
-        if self.index == ":memory:":
+        """``":memory:"``, the absolute index path, or the shared index's URL."""
+        if self.index == ":memory:" or is_url(self.index):
             return self.index
         return str((self.root / self.index).resolve())
+
+    @property
+    def index_shared(self) -> bool:
+        """True when the index is a shared (PostgreSQL) database."""
+        return is_url(self.index)
+
+    @property
+    def index_display(self) -> str:
+        """The index location for messages: a URL without its password."""
+        return redact(self.index)
 
     def evidence_display(self, rel_path: str) -> str:
         """An evidence path (relative to the evidence root) as a ``/``-path relative to the root."""
@@ -142,6 +159,9 @@ def load_config(root: Path) -> Config:
     if not isinstance(table, dict):
         raise ConfigError(f"{source}: expected a table")
     checked = _validate(table, source)
+    env = os.environ.get(INDEX_ENV)
+    if env:
+        checked.update(_validate({"index": env}, f"{INDEX_ENV} in the environment"))
     return Config(root=root, source=source, **checked)
 
 
@@ -159,6 +179,10 @@ def _validate(table: dict[str, Any], source: str) -> dict[str, Any]:
                 raise ConfigError(f"{source}: {key} must be a non-empty string without NUL")
             if key == "encoding" and value not in ENCODINGS:
                 raise ConfigError(f"{source}: encoding must be one of {', '.join(ENCODINGS)}")
+            if key == "index" and has_password(value) and not source.startswith(INDEX_ENV):
+                raise ConfigError(
+                    f"{source}: index {redact(value)!r} holds a password; passwords never go in"
+                    " configuration files: use ~/.pgpass, PGPASSWORD or a service file (PGSERVICE)")
             out[key] = value
         elif key in _STR_LIST_KEYS:
             if isinstance(value, str):

@@ -179,14 +179,13 @@ CREATE INDEX IF NOT EXISTS files_inode ON files (inode);
 """
 
 FTS = f"""
-CREATE EXTENSION IF NOT EXISTS pg_trgm;
 CREATE TABLE IF NOT EXISTS lines_fts (
   rowid BIGINT PRIMARY KEY,
   text {T} NOT NULL,
   fold {T} NOT NULL,
   ntok INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS lines_fts_fold ON lines_fts USING gin (fold gin_trgm_ops);
+CREATE INDEX IF NOT EXISTS lines_fts_fold ON lines_fts USING gin (fold {{trgm}}.gin_trgm_ops);
 CREATE TABLE IF NOT EXISTS fts_stats (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   nrow BIGINT NOT NULL,
@@ -194,7 +193,8 @@ CREATE TABLE IF NOT EXISTS fts_stats (
 );
 INSERT INTO fts_stats (id, nrow, ntoken) VALUES (1, 0, 0) ON CONFLICT DO NOTHING;
 """
-"""``inode`` is NUMERIC(20): st_ino is an unsigned 64-bit number."""
+"""``{trgm}``: the schema of the ``pg_trgm`` extension (one per database, wherever it was
+created first). ``inode`` is NUMERIC(20): st_ino is an unsigned 64-bit number."""
 
 DERIVED_TABLES = ("versions", "revocations", "keys", "field_lines", "terms", "term_keys")
 
@@ -392,7 +392,11 @@ class PostgresBackend:
                     raise BackendError(f"the index {self.location} has layout {row[0]}, newer than this"
                                        f" Grounding's ({LAYOUT}); upgrade Grounding")
                 return False
-            for statement in _split(EVENTS + DERIVED + FILES + FTS):
+            conn.raw.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+            trgm = conn.execute("SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n"
+                                " ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm'").fetchone()
+            fts = FTS.replace("{trgm}", sql.Identifier(str(trgm[0])).as_string(conn.raw))
+            for statement in _split(EVENTS + DERIVED + FILES + fts):
                 conn.raw.execute(statement)
             conn.execute("INSERT INTO meta (key, value) VALUES ('layout', ?) ON CONFLICT DO NOTHING", (str(LAYOUT),))
         return True
@@ -432,13 +436,18 @@ class PostgresBackend:
         return self._holds_lock
 
     @contextmanager
-    def write(self) -> Iterator[PgConnection]:
-        """One write transaction on the writer connection, which must hold the writer lock."""
-        if not self.can_write():
+    def write(self, exclusive: bool = True) -> Iterator[PgConnection]:
+        """One write transaction on the writer connection; ``exclusive``: it must hold the
+        writer lock. A role that may not write raises ReadOnlyIndex.
+        """
+        if exclusive and not self.can_write():
             raise ReadOnlyIndex(f"{self.writer_holder() or 'another process'} writes the index {self.location}")
         conn = self._writer
-        with self._transaction(conn):
-            yield conn
+        try:
+            with self._transaction(conn):
+                yield conn
+        except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction) as exc:
+            raise ReadOnlyIndex(f"the index {self.location} cannot be written with this role: {_reason(exc)}") from exc
 
     def writer_holder(self) -> str | None:
         """The writer's ``application_name`` and address (``grounding <host> pid <pid>``)."""
@@ -536,17 +545,30 @@ class PostgresBackend:
 
     # -- full-text search ------------------------------------------------------------------------
 
+    def fts_claim(self, conn: Connection, batch: int) -> list[int]:
+        """The next ``batch`` queued contents nobody else holds (``FOR UPDATE SKIP LOCKED``:
+        every connected process may drain the queue at once without doing a content twice).
+        """
+        return [int(r[0]) for r in conn.execute(
+            "SELECT q.content_id FROM fts_queue AS q JOIN versions AS v ON v.content_id = q.content_id"
+            " ORDER BY v.active_to IS NOT NULL, q.content_id LIMIT ? FOR UPDATE OF q SKIP LOCKED",
+            (batch,)).fetchall()]
+
     def fts_insert(self, conn: Connection, rows: Iterable[tuple[int, str]]) -> None:
         """Add FTS rows ``(rowid, text)`` with their folded text and trigram count, and the
-        bm25 statistics (inside the caller's transaction).
+        bm25 statistics of the rows actually added (inside the caller's transaction).
         """
         batch = [(rowid, text, fold(text), trigram_count(text)) for rowid, text in rows]
         if not batch:
             return
-        conn.executemany("INSERT INTO lines_fts (rowid, text, fold, ntok) VALUES (?, ?, ?, ?)"
-                         " ON CONFLICT (rowid) DO NOTHING", batch)
+        added = conn.execute(
+            "WITH added AS (INSERT INTO lines_fts (rowid, text, fold, ntok)"
+            " SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::integer[])"
+            " ON CONFLICT (rowid) DO NOTHING RETURNING ntok)"
+            " SELECT COUNT(*), COALESCE(SUM(ntok), 0) FROM added",
+            ([r[0] for r in batch], [r[1] for r in batch], [r[2] for r in batch], [r[3] for r in batch])).fetchone()
         conn.execute("UPDATE fts_stats SET nrow = nrow + ?, ntoken = ntoken + ? WHERE id = 1",
-                     (len(batch), sum(r[3] for r in batch)))
+                     (int(added[0]), int(added[1])))
 
     def fts_clear(self, conn: Connection) -> None:
         conn.execute("DELETE FROM lines_fts")

@@ -287,8 +287,10 @@ class SqliteBackend:
     # -- transactions --------------------------------------------------------------------------
 
     @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` on the writer: other writers (processes) wait up to 30 s."""
+    def write(self, exclusive: bool = True) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` on the writer: other writers (processes) wait up to 30 s (every
+        write is exclusive in SQLite).
+        """
         conn = self._writer
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -364,6 +366,14 @@ class SqliteBackend:
         return {(str(r[0]), str(r[1])): int(r[2]) for r in rows}
 
     # -- full-text search ----------------------------------------------------------------------
+
+    def fts_claim(self, conn: Connection, batch: int) -> list[int]:
+        """The next ``batch`` queued contents (the caller's ``BEGIN IMMEDIATE`` excludes every
+        other writer, so nobody else claims them).
+        """
+        return [int(r[0]) for r in conn.execute(
+            "SELECT q.content_id FROM fts_queue AS q JOIN versions AS v ON v.content_id = q.content_id"
+            " ORDER BY v.active_to IS NOT NULL, q.content_id LIMIT ?", (batch,)).fetchall()]
 
     def fts_insert(self, conn: Connection, rows: Iterable[tuple[int, str]]) -> None:
         """Add FTS rows ``(rowid, text)`` (inside the caller's transaction)."""

@@ -226,16 +226,22 @@ class Store:
         """SPEC §4 ``replay(n)``; raises ValueError when n is negative or beyond the log."""
         return self.snapshot(at=n)
 
-    def _append(self, conn: Connection, events: Iterable[Event]) -> list[Event]:
+    def _append(self, conn: Connection, events: Iterable[Event], keep_seq: bool = False) -> list[Event]:
         """Append ``events`` in the writer's transaction. Sequence numbers are given
         explicitly (last + 1, ...): the log has no gaps on any backend (a PostgreSQL sequence
         would leave one for every rolled-back scan), and one writer at a time makes it safe.
+        ``keep_seq``: the events keep their own (larger) seqs (a log copied from another index).
         """
         now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         out: list[Event] = []
         last = int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
         for e in events:
-            last += 1
+            if keep_seq:
+                if e.seq <= last:
+                    raise IndexError_(f"event {e.seq} is not after the end of the log ({last})")
+                last = e.seq
+            else:
+                last += 1
             out.append(Event(last, e.kind, e.doc_id, e.version, e.sha256, e.path, e.text,
                              e.declared, e.reason))
         conn.executemany(
@@ -334,6 +340,58 @@ class Store:
         return ScanResult(snapshot=self.snapshot(), evidence=findings, full=listing.full,
                           writer=f"{self._holder()} writes the shared index {self.location}")
 
+    # -- copying a log ---------------------------------------------------------------------------
+
+    def import_log(self, source: Store) -> ImportResult:
+        """Append ``source``'s events that this index lacks, derive them, and copy its file
+        rows (stat keys, findings), in one write transaction (``grounding index --to``).
+
+        Idempotent: run twice, the second run appends nothing. The two logs must agree on
+        the events this index already holds (same kind, doc_id, version, sha256, path, text,
+        declared, reason at each seq); otherwise raises :class:`IndexError_` naming the first
+        seq that differs. Raises :class:`IndexError_` when this process may not write (a
+        shared index whose writer lock another process holds). Sequence numbers are kept, so
+        ``replay(n)`` and ``--at N`` answer the same on both.
+        """
+        with self._lock:
+            if not self.backend.can_write():
+                raise IndexError_(f"cannot import into {self.location}: {self._holder()} writes it")
+            self._ensure_derived()
+            with self.backend.write() as conn:
+                have = int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
+                theirs = source.event_count()
+                mine = iter_events(conn, 0, have)
+                for ours, other in zip(mine, iter_events(source.backend.reader(), 0, have), strict=False):
+                    if _event_key(ours) != _event_key(other):
+                        raise IndexError_(
+                            f"cannot import into {self.location}: its event {ours.seq} differs from"
+                            f" {source.location}'s ({ours.kind} {ours.doc_id}@{ours.version} vs"
+                            f" {other.kind} {other.doc_id}@{other.version}); it holds another log")
+                if theirs < have:
+                    raise IndexError_(f"cannot import into {self.location}: it holds {have} events,"
+                                      f" more than {source.location} ({theirs})")
+                deriver = Deriver(conn, self.backend, self.settings)
+                appended = 0
+                for chunk in _chunks(iter_events(source.backend.reader(), have, theirs), 500):
+                    events = self._append(conn, chunk, keep_seq=True)
+                    for event in events:
+                        deriver.apply(event)
+                    appended += len(events)
+                deriver.flush()
+                files = source.backend.reader().execute(
+                    "SELECT path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version, problem,"
+                    " findings FROM files").fetchall()
+                conn.executemany(
+                    "INSERT INTO files (path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version,"
+                    " problem, findings) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns,"
+                    " ctime_ns = excluded.ctime_ns, inode = excluded.inode, sha256 = excluded.sha256,"
+                    " doc_id = excluded.doc_id, declared_version = excluded.declared_version,"
+                    " problem = excluded.problem, findings = excluded.findings",
+                    [tuple(r) for r in files])
+            self._latest = None
+        return ImportResult(appended=appended, already=have, files=len(files))
+
     def evidence_findings(self) -> dict[str, list[Finding]]:
         """Every evidence path's findings as of the last scan (from the ``files`` table)."""
         rows = self.backend.reader().execute("SELECT path, findings FROM files ORDER BY path").fetchall()
@@ -349,8 +407,10 @@ class Store:
         """Drain the full-text queue, one small transaction per ``batch`` contents (crash-safe:
         a batch's rows and its removal from the queue commit together). Currently active
         contents go first. Stops after ``seconds`` when given; True when the queue is empty.
-        A reader of a shared index writes nothing (the writer drains the queue) and only
-        answers whether the queue is empty. A lost connection is retried like a scan.
+        On a shared index every process may help drain the queue (the queue is work, not
+        state: each entry is claimed by one process, ``SKIP LOCKED``), so a reader that needs
+        search builds what is missing; one whose database role may not write only answers
+        whether the queue is empty. A lost connection is retried like a scan.
         """
         deadline = None if seconds is None else time.monotonic() + seconds
         while True:
@@ -360,9 +420,7 @@ class Store:
                     time.sleep(delay)
                 try:
                     with self._lock:
-                        if not self.backend.can_write():
-                            return self.fts_pending() == 0
-                        with self.backend.write() as conn:
+                        with self.backend.write(exclusive=False) as conn:
                             if self._fts_batch(conn, batch):
                                 return True
                     break
@@ -376,12 +434,13 @@ class Store:
                 return self.fts_pending() == 0
 
     def _fts_batch(self, conn: Connection, batch: int) -> bool:
-        """One batch of full-text rows in the caller's transaction; True when none was left."""
-        ids = [int(r[0]) for r in conn.execute(
-            "SELECT q.content_id FROM fts_queue AS q JOIN versions AS v ON v.content_id = q.content_id"
-            " ORDER BY v.active_to IS NOT NULL, q.content_id LIMIT ?", (batch,)).fetchall()]
+        """One batch of full-text rows in the caller's transaction; True when none was left
+        to claim.
+        """
+        ids = self.backend.fts_claim(conn, batch)
         if not ids:
-            conn.execute("DELETE FROM fts_queue")  # entries without a versions row
+            conn.execute("DELETE FROM fts_queue WHERE NOT EXISTS"  # entries without a versions row
+                         " (SELECT 1 FROM versions AS v WHERE v.content_id = fts_queue.content_id)")
             return True
         rows: list[tuple[int, str]] = []
         for cid in ids:
@@ -399,6 +458,32 @@ class Store:
         """
         self.build_fts()
         return self.snapshot().search(query, limit, any_term)
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What :meth:`Store.import_log` did: events appended, events already present, file rows
+    copied.
+    """
+
+    appended: int
+    already: int
+    files: int
+
+
+def _event_key(e: Event) -> tuple[object, ...]:
+    return (e.seq, e.kind, e.doc_id, e.version, e.sha256, e.path, e.text, e.declared, e.reason)
+
+
+def _chunks(items: Iterable[Event], size: int) -> Iterator[list[Event]]:
+    chunk: list[Event] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def fts_rows(content_id: int, text: str, front_end: int) -> list[tuple[int, str]]:
@@ -796,5 +881,5 @@ def record_location(config: Config, record: VersionRecord, line: int) -> Locatio
     return Location(config.evidence_display(record.path), line)
 
 
-__all__ = ["IndexError_", "ProgressCallback", "ScanResult", "Store", "event_of", "fts_rows",
+__all__ = ["ImportResult", "IndexError_", "ProgressCallback", "ScanResult", "Store", "event_of", "fts_rows",
            "record_location", "walk_evidence"]

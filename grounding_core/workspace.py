@@ -37,7 +37,10 @@ class Workspace:
         """Load configuration (raises ConfigError) and open the index.
 
         When the index file cannot be created or opened (a read-only checkout, a corrupt
-        file), the workspace falls back to an in-memory index and sets :attr:`warning`.
+        file), the workspace falls back to an in-memory index and sets :attr:`warning`. A
+        shared index (a ``postgresql://`` URL) that cannot be reached raises
+        :class:`IndexError_` instead: a team's checks must not silently run against another
+        state (the language server falls back to the local SQLite file and says so).
         """
         config = load_config(root)
         if overrides:
@@ -45,6 +48,8 @@ class Workspace:
         try:
             return cls(config, Store.for_config(config))
         except IndexError_ as exc:
+            if config.index_shared:
+                raise
             memory = config.with_overrides(index=":memory:")
             ws = cls(memory, Store.for_config(memory))
             ws.warning = f"{exc}; using an in-memory index for this run"

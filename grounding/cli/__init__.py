@@ -46,6 +46,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except BrokenPipeError:
         return EXIT_OK
+    finally:
+        _close_opened()
+
+
+_OPENED: list[Workspace] = []
+"""Workspaces this command opened; closed when it returns (a shared index's writer lock and
+connections go with them, also when ``main`` runs in-process, as in the tests)."""
+
+
+def _close_opened() -> None:
+    while _OPENED:
+        try:
+            _OPENED.pop().store.close()
+        except Exception:  # noqa: BLE001  (closing is best effort; the result is already out)
+            pass
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,6 +86,12 @@ def _parser() -> argparse.ArgumentParser:
     index = sub.add_parser("index", help="update the index and print a summary")
     common(index)
     index.add_argument("--format", choices=("text", "json"), default="text")
+    index.add_argument("--to", metavar="URL",
+                       help="then copy this workspace's SQLite log into the shared index at URL"
+                       " (postgresql://...; idempotent)")
+    index.add_argument("--from", dest="source", metavar="PATH",
+                       help="with --to: the SQLite index file to copy as it is"
+                       " (default: the configured one, after a scan)")
     index.set_defaults(run=cmd_index)
 
     conflicts = sub.add_parser("conflicts", help="list same-field conflicts in the active index")
@@ -118,6 +139,7 @@ def open_workspace(args: argparse.Namespace) -> Workspace:
     if args.today:
         overrides["today"] = args.today.isoformat()
     ws = Workspace.open(root, **overrides)
+    _OPENED.append(ws)
     if ws.warning:
         print(f"grounding: warning: {ws.warning}", file=sys.stderr)
     if not ws.config.evidence_root.is_dir():
@@ -285,6 +307,8 @@ def _list(items: list[str]) -> str:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
+    if args.to:
+        return cmd_index_to(args)
     ws = open_workspace(args)
     scan = _scan(ws, sys.stderr.isatty() and args.format == "text")
     snapshot = scan.snapshot
@@ -297,7 +321,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         "active_documents": stats.active_documents, "active_lines": stats.active_lines,
         "active_field_lines": stats.active_field_lines, "conflicts": len(conflicts),
         "events": ws.store.event_count(), "files_read": len(scan.changed),
-        "events_appended": len(scan.events), "index": ws.config.index,
+        "events_appended": len(scan.events), "index": ws.config.index_display,
         "evidence_problems": {p: [finding_json(f) for f in fs] for p, fs in problems.items()},
     }
     if args.format == "json":
@@ -306,7 +330,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         from rich.console import Console
         from rich.table import Table
 
-        table = Table(title=f"Grounding index ({ws.config.index})")
+        table = Table(title=f"Grounding index ({ws.config.index_display})")
         table.add_column("what")
         table.add_column("count", justify="right")
         for key in ("documents", "versions", "active_documents", "active_lines", "active_field_lines",
@@ -317,6 +341,61 @@ def cmd_index(args: argparse.Namespace) -> int:
             for f in fs:
                 print(f"{path}:{f.span.start_line + 1}:{f.span.start_col + 1}: "
                       f"{f.effective_severity.value} {f.code} {f.name}: {f.message}")
+    return EXIT_OK
+
+
+def cmd_index_to(args: argparse.Namespace) -> int:
+    """``grounding index --to URL``: copy a local SQLite log into a shared index (SPEC §4).
+
+    The source is ``--from PATH`` when given (copied as it is), else this workspace's
+    configured SQLite index, brought up to date by a scan first. Events keep their sequence
+    numbers, so ``replay(n)`` / ``--at N`` answer the same on both; a second run appends
+    nothing. Exit 2 when the target cannot be reached, another process writes it, or it
+    holds another log.
+    """
+    from grounding_core.backend import is_url
+    from grounding_core.index import ParseSettings
+    from grounding_core.store import Store
+
+    target_url = str(args.to)
+    if not is_url(target_url):
+        raise UsageError(f"--to {target_url!r}: expected a postgresql:// URL")
+    if args.source:
+        ws = None
+        source_path = str(Path(args.source).resolve())
+        if not Path(source_path).is_file():
+            raise UsageError(f"--from {args.source}: no such index file")
+        from grounding_core.config import load_config
+
+        config = load_config(args.root)
+    else:
+        ws = open_workspace(args)
+        config = ws.config
+        if config.index_shared:
+            raise UsageError(f"--to copies a local SQLite index, but this workspace's index is already"
+                             f" {config.index_display}; name the SQLite file with --from")
+        _scan(ws, sys.stderr.isatty() and args.format == "text")
+        source_path = config.index_path
+    settings = ParseSettings(config.field_separators, config.meta_fields, config.subject_fields)
+    source = ws.store if ws is not None else Store(source_path, settings)
+    try:
+        target = Store(target_url, settings)
+        try:
+            done = target.import_log(source)
+            target.build_fts()
+            count = target.event_count()
+        finally:
+            target.close()
+    finally:
+        if ws is None:
+            source.close()
+    summary = {"from": source.location, "to": target.location, "events_appended": done.appended,
+               "events_already_there": done.already, "events": count, "files": done.files}
+    if args.format == "json":
+        print(json.dumps(summary, ensure_ascii=False, indent=1))
+    else:
+        print(f"grounding: copied {done.appended} event(s) from {source.location} to {target.location}"
+              f" ({done.already} already there; the shared log holds {count}; {done.files} file rows)")
     return EXIT_OK
 
 

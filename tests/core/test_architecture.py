@@ -54,8 +54,13 @@ def test_relative_imports_stay_inside_the_core() -> None:
         assert all(level <= 1 for level in levels), path.name
 
 
+DRIVERS = ("postgres_backend",)
+"""Adapters whose database driver imports asyncio itself (psycopg ships an async API); the
+core never uses it, and they are imported only when an index names them (checked below)."""
+
+
 def test_importing_the_whole_core_loads_no_lsp_or_event_loop() -> None:
-    names = [p.stem for p in MODULES if p.stem != "__init__"]
+    names = [p.stem for p in MODULES if p.stem != "__init__" and p.stem not in DRIVERS]
     script = (
         "import importlib, sys\n"
         f"for name in {names!r}:\n"
@@ -64,6 +69,19 @@ def test_importing_the_whole_core_loads_no_lsp_or_event_loop() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
                           text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_the_postgresql_driver_loads_only_for_a_postgresql_index(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "from grounding_core.store import Store\n"
+        f"Store({str(tmp_path / 'x.sqlite')!r}).close()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'psycopg'"
+        " or m == 'grounding_core.postgres_backend'))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
 

@@ -8,8 +8,6 @@ U+2028; the citation helpers compute hashes from the raw bytes written.
 from __future__ import annotations
 
 import os
-import sqlite3
-from pathlib import Path
 
 import pytest
 from support import MakeWorkspace, check, errors, names, only, pos, sha256, write_files
@@ -43,9 +41,9 @@ def snapshot(state: IndexState) -> dict[str, dict[int, tuple[str, str, bool]]]:
             for d in state.doc_ids()}
 
 
-def rows(db: Path, sql: str) -> list[tuple[object, ...]]:
-    with sqlite3.connect(db) as conn:
-        return conn.execute(sql).fetchall()
+def rows(ws: Workspace, sql: str) -> list[tuple[object, ...]]:
+    """Rows of the workspace's index database (SQLite or PostgreSQL), read through its store."""
+    return list(ws.store.backend.reader().execute(sql).fetchall())
 
 
 # -- the log, replay and reopening (§4) -----------------------------------------------------------
@@ -96,7 +94,7 @@ def test_replay_n_gives_the_state_after_n_events(history: Workspace) -> None:
 
 
 def test_reopening_the_database_yields_the_same_state(history: Workspace) -> None:
-    db = Path(history.config.index_path)
+    db = history.config.index_path
     before = {n: snapshot(history.store.replay(n)) for n in range(history.store.event_count() + 1)}
     history.store.close()
     reopened = Store.for_config(history.config)
@@ -106,8 +104,8 @@ def test_reopening_the_database_yields_the_same_state(history: Workspace) -> Non
         assert reopened.event_count() == 6
     finally:
         reopened.close()
-    # a plain Store on the same file (default settings) agrees too
-    plain = Store(str(db))
+    # a plain Store on the same database (default settings) agrees too
+    plain = Store(db)
     try:
         assert snapshot(plain.state) == before[6]
     finally:
@@ -123,17 +121,14 @@ def test_old_citations_still_check_against_replay(history: Workspace) -> None:
 
 
 def test_event_log_is_append_only(history: Workspace) -> None:
-    db = history.config.index_path
-    conn = sqlite3.connect(db)
-    try:
-        with pytest.raises(sqlite3.Error, match="append-only"):
-            conn.execute("UPDATE events SET doc_id = 'forged' WHERE seq = 1")
-        with pytest.raises(sqlite3.Error, match="append-only"):
-            conn.execute("DELETE FROM events WHERE seq = 6")
-        with pytest.raises(sqlite3.Error, match="append-only"):
-            conn.execute("DELETE FROM events")
-    finally:
-        conn.close()
+    backend = history.store.backend
+    conn = backend.writer  # a connection that may write: only the triggers stand in the way
+    with pytest.raises(backend.errors, match="append-only"):
+        conn.execute("UPDATE events SET doc_id = 'forged' WHERE seq = 1")
+    with pytest.raises(backend.errors, match="append-only"):
+        conn.execute("DELETE FROM events WHERE seq = 6")
+    with pytest.raises(backend.errors, match="append-only"):
+        conn.execute("DELETE FROM events")
     assert history.store.event_count() == 6
 
 
@@ -339,10 +334,10 @@ def test_symlink_escaping_the_evidence_root_is_refused_and_never_read(
         assert "outside the evidence root" in finding.message
     assert scan.state.doc_ids() == ["ok"]
     assert "escape.md" not in scan.changed and "relative.md" not in scan.changed
-    db = Path(ws.config.index_path)
-    dump = "\n".join(str(r) for r in rows(db, "SELECT * FROM events"))
-    dump += "\n".join(str(r) for r in rows(db, "SELECT * FROM files"))
-    dump += "\n".join(str(r) for r in rows(db, "SELECT text FROM lines_fts"))
+    ws.store.build_fts()
+    dump = "\n".join(str(r) for r in rows(ws, "SELECT * FROM events"))
+    dump += "\n".join(str(r) for r in rows(ws, "SELECT * FROM files"))
+    dump += "\n".join(str(r) for r in rows(ws, "SELECT text FROM lines_fts"))
     assert "绝密" not in dump and "ZQX" not in dump
     assert ws.store.search("绝密内容ZQX") == []
 
