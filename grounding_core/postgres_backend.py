@@ -422,6 +422,12 @@ class PostgresBackend:
             raise
         conn.execute("COMMIT")
 
+    @property
+    def holds_writer_lock(self) -> bool:
+        """True while this process is the index's writer (as of its last write)."""
+        raw = self._writer.raw
+        return self._holds_lock and not raw.closed and not raw.broken
+
     def can_write(self) -> bool:
         """True when this process holds the writer lock, taking it when it is free. A lost
         writer connection is reopened first (its lock went with it).

@@ -185,6 +185,36 @@ class Store:
         """
         return list(iter_events(self.backend.reader(), 0, upto))
 
+    def wait_for_events(self, known: int | None = None, timeout: float = 30.0) -> int | None:
+        """Block up to ``timeout`` seconds until the log holds more than ``known`` events
+        (default: as many as now); the new event count, or None on timeout.
+
+        For a language server (or any long-lived reader) to learn that another process
+        appended events: call it in a loop from one worker thread, and on a count take
+        :meth:`snapshot` and re-check the open drafts. PostgreSQL: woken by the writer's
+        ``NOTIFY`` at commit (no polling), reconnecting with back-off when the server goes
+        away; SQLite: polls the file every 0.5 s. Never call it on an event loop.
+        """
+        if known is None:
+            known = self.event_count()
+        return self.backend.wait_for_events(known, timeout)
+
+    def describe(self) -> dict[str, str]:
+        """Where the index lives, for a status bar (SPEC §10 ``grounding/status``).
+
+        Shape::
+
+            {"backend": "sqlite" | "postgresql", "location": str,   # a URL without its password
+             "role": "local" | "writer" | "reader"}
+
+        ``role`` of a shared index: "writer" once this process holds the writer lock, else
+        "reader" (it may still become the writer at its next scan, when the lock is free).
+        """
+        if not self.backend.shared:
+            return {"backend": "sqlite", "location": self.location, "role": "local"}
+        holds = bool(getattr(self.backend, "holds_writer_lock", False))
+        return {"backend": "postgresql", "location": self.location, "role": "writer" if holds else "reader"}
+
     def snapshot(self, at: int | None = None) -> SqlSnapshot:
         """A frozen :class:`~grounding_core.index.IndexSnapshot` of ``replay(at)`` (default:
         the whole log). Raises ValueError when ``at`` is negative or beyond the log.
