@@ -361,6 +361,14 @@ class PostgresBackend:
         return conn
 
     def close(self) -> None:
+        """Close every connection; the writer lock is released first, synchronously (a closed
+        socket frees it only once the server notices), so another process may write at once.
+        """
+        if self._holds_lock and hasattr(self, "_writer"):
+            try:
+                self._writer.raw.execute("SELECT pg_advisory_unlock_all()")
+            except psycopg.Error:
+                pass
         with self._lock:
             connections, self._connections = self._connections, []
             listener, self._listener = self._listener, None
