@@ -18,10 +18,24 @@ need engine-specific SQL (``json_each`` / ``= ANY(array)``) and full-text search
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
+
+FIELD_HEAD = 8
+"""Code points of a field name kept in ``fields.head`` (prefix lookups, "did you mean")."""
+
+
+def text_hash(text: str) -> int:
+    """A deterministic 64-bit signed hash of ``text`` (CRC-32 and Adler-32 of its UTF-8) for
+    index keys, the same on every backend; every lookup also compares the texts, so a
+    collision costs a row, never an answer.
+    """
+    data = text.encode("utf-8", "surrogatepass")
+    return ((zlib.crc32(data) << 32) | zlib.adler32(data)) - (1 << 63)
+
 
 URL_SCHEMES = ("postgresql", "postgres")
 """Schemes of a shared (PostgreSQL) index location; anything else is an SQLite path."""
@@ -118,9 +132,23 @@ class Backend(Protocol):
         """
         ...
 
-    def terms_with_anchors(self, conn: Connection, anchors: Sequence[str]) -> list[str]: ...
+    def terms_with_anchors(self, conn: Connection,
+                           anchors: Sequence[str]) -> list[tuple[str, str, int, int, int]]:
+        """``(term, kind, fh, sh, th)`` of every known term anchored at one of ``anchors``."""
+        ...
 
-    def key_ids(self, conn: Connection, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]: ...
+    def write_field_lines(self, conn: Connection,
+                          lines: Sequence[tuple[int, int, int, str, str, str | None, int, int]],
+                          terms: Iterable[tuple[str, str, str, int, int, int]]) -> None:
+        """Insert field lines ``(fh, sh, th, field, norm, value or None, line, content_id)``
+        and known terms ``(anchor, term, kind, fh, sh, th)`` (duplicates ignored), inside the
+        caller's transaction.
+        """
+        ...
+
+    def write_fields(self, conn: Connection, fields: Iterable[tuple[int, str]]) -> None:
+        """Record field names ``(fh, field)`` (duplicates ignored)."""
+        ...
 
     def fts_claim(self, conn: Connection, batch: int) -> list[int]:
         """Up to ``batch`` queued content_ids no other process is working on (currently

@@ -13,7 +13,7 @@ finding. ``grounding conflicts`` (corpus-wide) reads every source of every confl
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .index import ConflictKey, IndexSnapshot, KeyedLine, KeySummary, LineIdentity
@@ -80,18 +80,19 @@ class GateResult:
 
 
 def check_keys(snapshot: IndexSnapshot, keys: Iterable[ConflictKey], today: dt.date,
-               cited: Iterable[LineIdentity] = ()) -> GateResult:
+               cited: Mapping[ConflictKey, Sequence[LineIdentity]] | None = None) -> GateResult:
     """Summarise every active line of each key (once per key); ≥ 2 distinct values is a
-    conflict. ``cited`` lines come first among their value's related sources.
+    conflict. ``cited`` (the draft's cited lines by their key) come first among their
+    value's related sources.
     """
-    cited = tuple(cited)
+    by_key = cited or {}
     conflicts: list[Conflict] = []
     done: list[ConflictKey] = []
     totals: dict[ConflictKey, int] = {}
     for key in keys:
         if key in totals:
             continue
-        summary = snapshot.key_summary(key, today, cited, SOURCES_PER_VALUE)
+        summary = snapshot.key_summary(key, today, by_key.get(key, ()), SOURCES_PER_VALUE)
         totals[key] = summary.total_lines
         done.append(key)
         if summary.conflicting:

@@ -12,9 +12,11 @@
 - :func:`read_stable` reads a file only when it did not change during the read (the stat key
   of the open file before and after agree and the size matches the bytes read), retrying a
   few times; a file that keeps changing is reported *unstable* and not indexed from that read.
-- *Racy* files (changed within :data:`RACY_NS` of being read, as git calls them: a second
-  write inside the same timestamp tick would leave the stat key unchanged) are read again
-  once that window has passed (docs/decisions.md, "Index").
+- A file changed within the last :data:`SETTLE_NS` is not read until it has been quiet that
+  long: a writer that pauses between chunks leaves a consistent but half-written file, and a
+  same-size rewrite inside one timestamp tick (git's "racy" entries) would leave the stat key
+  unchanged; after the window every later write gets a later timestamp. The scan waits for
+  such files up to a budget, then reports them unstable (docs/decisions.md, "Index").
 - :func:`choose` applies the duplicate-doc-id rule of SPEC §3 to one doc_id's files.
 """
 
@@ -33,14 +35,17 @@ from typing import Any
 from .config import Config
 from .model import Finding, Location, Span
 
-RACY_NS = 10_000_000
-"""A file whose mtime or ctime is this close (ns) to the moment it was read is read again
-after the window: Linux file timestamps come from a coarse clock (a tick of 1-10 ms), so a
-same-size rewrite inside one tick would otherwise keep the stat key unchanged."""
+SETTLE_NS = 100_000_000
+"""A file is read once its mtime and ctime are at least this old (ns): longer than a file
+system timestamp tick (1-10 ms on Linux) and than the pauses of writers that save in chunks."""
 
-COARSE_RACY_NS = 2_000_000_000
-"""On file systems with whole-second timestamps (FAT, HFS+, some network mounts) a racy file
-is not waited for: its row is stored with an impossible size so the next scan reads it."""
+COARSE_SETTLE_NS = 2_000_000_000
+"""On file systems with whole-second timestamps (FAT, HFS+, some network mounts) a fresh file
+is not waited for: it is read now and its row stored with an impossible size, so the next
+scan reads it again."""
+
+SETTLE_BUDGET_S = 1.0
+"""How long one scan waits, in total, for fresh files to settle (then they are unstable)."""
 
 READ_ATTEMPTS = 4
 """Reads of a file that changes while it is read, before it is reported unstable."""
@@ -64,16 +69,24 @@ class StatKey:
     def of(cls, st: os.stat_result) -> StatKey:
         return cls(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
-    def racy(self, now_ns: int) -> bool:
-        """True while a write inside the same timestamp tick could go unseen."""
-        newest = max(self.mtime_ns, self.ctime_ns)
-        window = COARSE_RACY_NS if self.coarse else RACY_NS
-        return now_ns - newest < window
+    def settles_at(self) -> int:
+        """The time (ns) from which the file counts as settled if it does not change.
+
+        Based on ctime, which the kernel sets on every change and no tool can restore
+        (mtime may be set to anything, even the future).
+        """
+        return self.ctime_ns + (COARSE_SETTLE_NS if self.coarse else SETTLE_NS)
+
+    def fresh(self, now_ns: int) -> bool:
+        """Changed too recently to be read (see the module docstring). A ctime more than a
+        second ahead of the clock (the clock was set back) counts as settled.
+        """
+        return now_ns < self.settles_at() and self.ctime_ns <= now_ns + 1_000_000_000
 
     @property
     def coarse(self) -> bool:
         """Whole-second timestamps: the file system's clock is coarse."""
-        return self.mtime_ns % 1_000_000_000 == 0 and self.ctime_ns % 1_000_000_000 == 0
+        return self.ctime_ns % 1_000_000_000 == 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,7 +302,7 @@ def now_ns() -> int:
 class FileRow:
     """What the store keeps of one evidence path (relative to the evidence root).
 
-    ``size`` -1 marks a row that must be re-read at the next scan (refused, unstable or racy
+    ``size`` -1 marks a row that must be re-read at the next scan (refused, unstable, or fresh
     on a coarse clock); ``sha256`` "" marks a path that was never read (refused).
     ``findings`` are the file's evidence findings as stored (JSON-ready dicts).
     """

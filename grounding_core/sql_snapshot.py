@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .backend import Backend, Connection
-from .derived import anchor_of, parse_content
+from .backend import FIELD_HEAD, Backend, Connection, text_hash
+from .derived import parse_content
 from .events import Event
 from .evidence import EvidenceDocument
 from .index import (
@@ -143,7 +143,6 @@ class SnapshotCaches:
     versions: dict[str, dict[int, VersionRecord]] = field(default_factory=dict)
     summaries: dict[tuple[ConflictKey, dt.date, int], _Summary] = field(default_factory=dict)
     terms: dict[tuple[str, dt.date], bool] = field(default_factory=dict)
-    key_ids: dict[ConflictKey, int] = field(default_factory=dict)
 
     def inherit(self, doc_ids: set[str], keys: set[ConflictKey] | None) -> SnapshotCaches:
         """The caches for a later snapshot: entries of ``doc_ids`` and ``keys`` dropped
@@ -151,9 +150,9 @@ class SnapshotCaches:
         """
         versions = {d: v for d, v in self.versions.items() if d not in doc_ids}
         if keys is None:
-            return SnapshotCaches(versions, {}, {}, dict(self.key_ids))
+            return SnapshotCaches(versions, {}, {})
         summaries = {k: v for k, v in self.summaries.items() if k[0] not in keys}
-        return SnapshotCaches(versions, summaries, {}, dict(self.key_ids))
+        return SnapshotCaches(versions, summaries, {})
 
 
 def _put(cache: dict, key: object, value: object) -> None:  # type: ignore[type-arg]
@@ -195,7 +194,7 @@ class SqlSnapshot(IndexSnapshot):
                 f" AND ({alias}.effective_until IS NULL OR {alias}.effective_until >= ?)",
                 (n, n, day, day))
 
-    def _not_meta(self, alias: str = "k") -> tuple[str, tuple[object, ...]]:
+    def _not_meta(self, alias: str = "f") -> tuple[str, tuple[object, ...]]:
         if not self._meta:
             return "1 = 1", ()
         return f"{alias}.field NOT IN ({', '.join('?' for _ in self._meta)})", self._meta
@@ -325,31 +324,31 @@ class SqlSnapshot(IndexSnapshot):
 
     # -- field lines and conflict keys ---------------------------------------------------------
 
-    def _key_id(self, key: ConflictKey) -> int | None:
-        cached = self._caches.key_ids.get(key)
-        if cached is not None:
-            return cached
+    def _key(self, key: ConflictKey) -> tuple[int, int, str, str] | None:
+        """(fh, sh, field, subject text) of a key as stored, or None when no line can have it
+        (a meta field, text that never reaches SQL, or the subject ``""``, which SPEC §3
+        excludes).
+        """
         subject, name = key
         field_name, subject_text = sql_text(name), sql_text(subject or "")
         if field_name is None or subject_text is None or (subject is not None and not subject):
             return None
-        row = self._conn().execute("SELECT key_id FROM keys WHERE field = ? AND subject = ?",
-                                   (field_name, subject_text)).fetchone()
-        if row is None:
+        if self.is_meta_field(name):
             return None
-        _put(self._caches.key_ids, key, int(row[0]))
-        return int(row[0])
+        return text_hash(field_name), text_hash(subject_text), field_name, subject_text
+
+    KEY_WHERE = "f.fh = ? AND f.sh = ? AND f.field = ? AND v.subject = ?"
 
     def key_lines(self, key: ConflictKey, today: dt.date) -> list[KeyedLine]:
-        key_id = self._key_id(key)
-        if key_id is None or self.is_meta_field(key[1]):
+        stored = self._key(key)
+        if stored is None:
             return []
         active, params = self._active(today)
         rows = self._rows(
-            "SELECT COALESCE(f.value, f.norm), f.doc_id, f.version, f.line, v.path"
+            "SELECT COALESCE(f.value, f.norm), v.doc_id, v.version, f.line, v.path"
             " FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
-            f" WHERE f.key_id = ? AND {active} ORDER BY f.doc_id, f.version, f.line",
-            (key_id, *params))
+            f" WHERE {self.KEY_WHERE} AND {active} ORDER BY v.doc_id, v.version, f.line",
+            (*stored, *params))
         subject, name = key
         return [KeyedLine(str(r[1]), int(str(r[2])), int(str(r[3])), subject, name, str(r[0]), str(r[4]))
                 for r in rows]
@@ -359,21 +358,21 @@ class SqlSnapshot(IndexSnapshot):
         cached = self._caches.summaries.get(cache_key)
         if cached is not None:
             return cached
-        key_id = self._key_id(key)
-        if key_id is None or self.is_meta_field(key[1]):
+        stored = self._key(key)
+        if stored is None:
             summary = _Summary(0, ())
         else:
             active, params = self._active(today)
             rows = self._rows(
                 "SELECT norm, value, doc_id, version, line, path, cnt FROM ("
-                " SELECT f.norm AS norm, COALESCE(f.value, f.norm) AS value, f.doc_id AS doc_id,"
-                " f.version AS version, f.line AS line, v.path AS path,"
-                " ROW_NUMBER() OVER (PARTITION BY f.norm ORDER BY f.doc_id, f.version, f.line) AS rn,"
+                " SELECT f.norm AS norm, COALESCE(f.value, f.norm) AS value, v.doc_id AS doc_id,"
+                " v.version AS version, f.line AS line, v.path AS path,"
+                " ROW_NUMBER() OVER (PARTITION BY f.norm ORDER BY v.doc_id, v.version, f.line) AS rn,"
                 " COUNT(*) OVER (PARTITION BY f.norm) AS cnt"
                 " FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
-                f" WHERE f.key_id = ? AND {active}"
+                f" WHERE {self.KEY_WHERE} AND {active}"
                 ") AS ranked WHERE rn <= ? ORDER BY doc_id, version, line",
-                (key_id, *params, per_value))
+                (*stored, *params, per_value))
             subject, name = key
             groups: dict[str, tuple[str, int, list[KeyedLine]]] = {}
             for r in rows:
@@ -418,96 +417,120 @@ class SqlSnapshot(IndexSnapshot):
         return KeyedLine(doc_id, version, line, doc.subject, fl.field, fl.value, record.path)
 
     def subjects_with_field(self, field_name: str, today: dt.date) -> list[str | None]:
+        """Skip-scan over the field's subject hashes (one seek each, then an EXISTS)."""
         safe = sql_text(field_name)
         if safe is None or self.is_meta_field(field_name):
             return []
-        active, params = self._active(today)
-        rows = self._rows(
-            "SELECT k.subject FROM keys AS k WHERE k.field = ? AND EXISTS (SELECT 1 FROM field_lines AS f"
-            f" JOIN versions AS v ON v.content_id = f.content_id WHERE f.key_id = k.key_id AND {active})"
-            " ORDER BY k.subject", (safe, *params))
-        return [str(r[0]) or None for r in rows]
+        fh = text_hash(safe)
+        conn = self._conn()
+        subjects: set[str] = set()
+        row = conn.execute("SELECT MIN(sh) FROM field_lines WHERE fh = ?", (fh,)).fetchone()
+        while row is not None and row[0] is not None:
+            sh = int(row[0])
+            for (subject,) in conn.execute(
+                    "SELECT DISTINCT v.subject FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
+                    " WHERE f.fh = ? AND f.sh = ? AND f.field = ?", (fh, sh, safe)).fetchall():
+                if self._any_active(today, self.KEY_WHERE, (fh, sh, safe, str(subject))):
+                    subjects.add(str(subject))
+            row = conn.execute("SELECT MIN(sh) FROM field_lines WHERE fh = ? AND sh > ?", (fh, sh)).fetchone()
+        return [s or None for s in sorted(subjects)]
 
     def has_field(self, field_name: str, today: dt.date) -> bool:
         safe = sql_text(field_name)
         if safe is None or self.is_meta_field(field_name):
             return False
-        active, params = self._active(today)
-        row = self._conn().execute(
-            "SELECT 1 FROM keys AS k JOIN field_lines AS f ON f.key_id = k.key_id"
-            f" JOIN versions AS v ON v.content_id = f.content_id WHERE k.field = ? AND {active} LIMIT 1",
-            (safe, *params)).fetchone()
-        return row is not None
+        return self._any_active(today, "f.fh = ? AND f.field = ?", (text_hash(safe), safe))
+
+    def _any_active(self, today: dt.date, where: str, params: tuple[object, ...]) -> bool:
+        active, active_params = self._active(today)
+        return self._conn().execute(
+            "SELECT 1 FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
+            f" WHERE {where} AND {active} LIMIT 1", (*params, *active_params)).fetchone() is not None
 
     def field_names(self, prefix: str, today: dt.date, limit: int = 200) -> list[str]:
+        """Field names by their first 8 code points (``fields.head``), then filtered."""
         safe = sql_text(prefix)
         if safe is None:
             return []
-        sql = "SELECT DISTINCT field FROM keys WHERE field >= ?"
-        params: list[object] = [safe]
-        upper = _upper(safe) if safe else None
+        head = safe[:FIELD_HEAD]
+        sql = "SELECT field FROM fields WHERE head >= ?"
+        params: list[object] = [head]
+        upper = _upper(head) if head else None
         if upper is not None:
-            sql += " AND field < ?"
+            sql += " AND head < ?"
             params.append(upper)
-        out: list[str] = []
-        after = None
-        while len(out) < limit:
-            page = self._rows(sql + (" AND field > ?" if after is not None else "") + " ORDER BY field LIMIT ?",
-                              [*params, *([after] if after is not None else []), limit])
-            if not page:
-                break
-            names = [str(r[0]) for r in page]
-            out.extend(f for f in names if self.has_field(f, today))
-            after = names[-1]
+        names = sorted(str(r[0]) for r in self._rows(sql + " LIMIT ?", (*params, 4 * limit)))
+        out = [n for n in names if n.startswith(safe) and not self.is_meta_field(n) and self.has_field(n, today)]
         return out[:limit]
 
     # -- known terms (SPEC §7.6) ---------------------------------------------------------------
 
-    def _candidates(self, sentence: str) -> list[tuple[int, int, str]]:
+    def _candidates(self, sentence: str) -> list[tuple[int, int, str, frozenset[tuple[str, int, int, int]]]]:
         """Known terms (active or not) occurring in ``sentence``: (-length, first position,
-        term), sorted. The sentence's distinct 2- and 3-grams are the anchors looked up.
+        term, its holders: (kind, fh, sh, th) with kind ``f`` for a field name and ``v`` for
+        a value of that key), sorted. The sentence's distinct 2- and 3-grams are the anchors
+        looked up (near-linear in the sentence's length).
         """
-        first: dict[str, int] = {}
-        for size in (2, 3):
-            for i in range(len(sentence) - size + 1):
-                first.setdefault(sentence[i:i + size], i)
-        grams = [g for g in first if sql_text(g) is not None]
-        found: list[tuple[int, int, str]] = []
+        size = len(sentence)
+        grams = list({sentence[i:i + 2] for i in range(size - 1)} | {sentence[i:i + 3] for i in range(size - 2)})
+        if sql_text(sentence) is None:
+            grams = [g for g in grams if sql_text(g) is not None]
+        holders: dict[str, set[tuple[str, int, int, int]]] = {}
         conn = self._conn()
+        backend = self._source.backend
         for start in range(0, len(grams), GRAM_CHUNK):
-            for term in self._source.backend.terms_with_anchors(conn, grams[start:start + GRAM_CHUNK]):
-                at = sentence.find(term, first.get(anchor_of(term), 0))
-                if at >= 0:
-                    found.append((-len(term), at, term))
-        found.sort()
+            for term, kind, fh, sh, th in backend.terms_with_anchors(conn, grams[start:start + GRAM_CHUNK]):
+                holders.setdefault(term, set()).add((kind, fh, sh, th))
+        found = []
+        for term, held in holders.items():
+            at = sentence.find(term)
+            if at >= 0:
+                found.append((-len(term), at, term, frozenset(held)))
+        found.sort(key=lambda item: item[:3])
         return found
 
-    def _term_active(self, term: str, today: dt.date) -> bool:
+    def _value_rows(self, term: str, holder: tuple[str, int, int, int], today: dt.date,
+                    limit: int) -> list[tuple[object, ...]]:
+        """Active, non-meta lines of the holder's key whose value term (SPEC §7.3) is ``term``:
+        (value, doc_id, version, line, path, subject, field), by identity.
+        """
+        _kind, fh, sh, th = holder
+        active, params = self._active(today)
+        meta, meta_params = self._not_meta("f")
+        return self._rows(
+            "SELECT COALESCE(f.value, f.norm), v.doc_id, v.version, f.line, v.path, v.subject, f.field"
+            " FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
+            f" WHERE f.fh = ? AND f.sh = ? AND f.th = ? AND rtrim(f.norm, ?) = ? AND {meta} AND {active}"
+            " ORDER BY v.doc_id, v.version, f.line LIMIT ?",
+            (fh, sh, th, PUNCTUATION, term, *meta_params, *params, limit))
+
+    def _field_active(self, term: str, fh: int, today: dt.date) -> bool:
+        """A field name whose normalised form is ``term`` has an active, non-meta line."""
+        row = self._conn().execute("SELECT field FROM fields WHERE fh = ?", (fh,)).fetchone()
+        if row is None:
+            return False
+        name = str(row[0])
+        if self.is_meta_field(name) or normalize(name) != term:
+            return False
+        return self._any_active(today, "f.fh = ? AND f.field = ?", (fh, name))
+
+    def _term_active(self, term: str, held: frozenset[tuple[str, int, int, int]], today: dt.date) -> bool:
         cached = self._caches.terms.get((term, today))
         if cached is not None:
             return cached
-        active, params = self._active(today)
-        meta, meta_params = self._not_meta("k")
-        conn = self._conn()
-        row = conn.execute(
-            "SELECT 1 FROM keys AS k JOIN field_lines AS f ON f.key_id = k.key_id"
-            " JOIN versions AS v ON v.content_id = f.content_id"
-            f" WHERE k.field_term = ? AND {meta} AND {active} LIMIT 1",
-            (term, *meta_params, *params)).fetchone()
-        if row is None:
-            row = conn.execute(
-                "SELECT 1 FROM term_keys AS t JOIN keys AS k ON k.key_id = t.key_id"
-                " JOIN field_lines AS f ON f.key_id = t.key_id AND f.norm >= t.term AND f.norm < ?"
-                " JOIN versions AS v ON v.content_id = f.content_id"
-                f" WHERE t.term = ? AND rtrim(f.norm, ?) = t.term AND {meta} AND {active} LIMIT 1",
-                (term + TOP, term, PUNCTUATION, *meta_params, *params)).fetchone()
-        verdict = row is not None
+        verdict = False
+        for holder in sorted(held):
+            kind, fh, _sh, _th = holder
+            verdict = (self._field_active(term, fh, today) if kind == "f"
+                       else bool(self._value_rows(term, holder, today, 1)))
+            if verdict:
+                break
         _put(self._caches.terms, (term, today), verdict)
         return verdict
 
     def known_term_in(self, sentence: str, today: dt.date) -> str | None:
-        for _, _, term in self._candidates(sentence):
-            if self._term_active(term, today):
+        for _, _, term, held in self._candidates(sentence):
+            if self._term_active(term, held, today):
                 return term
         return None
 
@@ -515,23 +538,17 @@ class SqlSnapshot(IndexSnapshot):
         """Longest value first, then (doc_id, version, line); values of at least 2 code points."""
         if limit <= 0:
             return []
-        active, params = self._active(today)
-        meta, meta_params = self._not_meta("k")
         by_length: dict[int, list[KeyedLine]] = {}
-        for _, _, term in self._candidates(sentence):
+        for _, _, term, held in self._candidates(sentence):
             if sum(len(v) for v in by_length.values()) >= limit and len(term) < min(by_length):
                 break
-            rows = self._rows(
-                "SELECT COALESCE(f.value, f.norm), f.doc_id, f.version, f.line, v.path, k.subject, k.field"
-                " FROM term_keys AS t JOIN keys AS k ON k.key_id = t.key_id"
-                " JOIN field_lines AS f ON f.key_id = t.key_id AND f.norm >= t.term AND f.norm < ?"
-                " JOIN versions AS v ON v.content_id = f.content_id"
-                f" WHERE t.term = ? AND rtrim(f.norm, ?) = t.term AND {meta} AND {active}"
-                " ORDER BY f.doc_id, f.version, f.line LIMIT ?",
-                (term + TOP, term, PUNCTUATION, *meta_params, *params, limit))
-            by_length.setdefault(len(term), []).extend(
-                KeyedLine(str(r[1]), int(str(r[2])), int(str(r[3])), str(r[5]) or None, str(r[6]),
-                          str(r[0]), str(r[4])) for r in rows)
+            for holder in sorted(held):
+                if holder[0] != "v":
+                    continue
+                by_length.setdefault(len(term), []).extend(
+                    KeyedLine(str(r[1]), int(str(r[2])), int(str(r[3])), str(r[5]) or None, str(r[6]), str(r[0]),
+                              str(r[4]))
+                    for r in self._value_rows(term, holder, today, limit))
         out: list[KeyedLine] = []
         for length in sorted(by_length, reverse=True):
             out.extend(sorted(by_length[length], key=lambda kl: kl.identity))
@@ -557,18 +574,17 @@ class SqlSnapshot(IndexSnapshot):
 
     def conflicting_keys(self, today: dt.date) -> list[ConflictKey]:
         active, params = self._active(today)
-        meta, meta_params = self._not_meta("k")
+        meta, meta_params = self._not_meta("f")
         rows = self._rows(
-            "SELECT k.subject, k.field FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
-            f" JOIN keys AS k ON k.key_id = f.key_id WHERE {active} AND {meta}"
-            " GROUP BY f.key_id, k.subject, k.field HAVING COUNT(DISTINCT f.norm) >= 2",
-            (*params, *meta_params))
+            "SELECT v.subject, f.field FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
+            f" WHERE {active} AND {meta} GROUP BY f.fh, f.sh, f.field, v.subject"
+            " HAVING COUNT(DISTINCT f.norm) >= 2", (*params, *meta_params))
         return sorted(((str(r[0]) or None, str(r[1])) for r in rows), key=lambda k: (k[1], k[0] or ""))
 
     def stats(self, today: dt.date) -> IndexStats:
         n = self.seq
         active, params = self._active(today)
-        meta, meta_params = self._not_meta("k")
+        meta, meta_params = self._not_meta("f")
         conn = self._conn()
         documents, versions = conn.execute(
             "SELECT COUNT(DISTINCT doc_id), COUNT(*) FROM versions WHERE content_id <= ?"
@@ -578,7 +594,7 @@ class SqlSnapshot(IndexSnapshot):
             params).fetchone()
         (fields,) = conn.execute(
             "SELECT COUNT(*) FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
-            f" JOIN keys AS k ON k.key_id = f.key_id WHERE {active} AND {meta}",
+            f" WHERE {active} AND {meta}",
             (*params, *meta_params)).fetchone()
         return IndexStats(int(documents), int(versions), int(active_docs), int(lines), int(fields))
 

@@ -21,14 +21,19 @@ Schema (``PRAGMA user_version`` = :data:`LAYOUT`; older layouts are migrated on 
   (``content_id <= n < current_to``) and the range in which it is *active*
   (``active_from <= n < active_to``; NULL ``active_from``: never active).
 - ``revocations`` — (content_id, seq, reason) for every revoke that hit a current content.
-- ``keys`` — the conflict keys (field, subject; ``''`` = no subject) with their normalised
-  field name (SPEC §7.6 term).
-- ``field_lines`` — the field lines of every content that is ever active, clustered by
-  (key, normalised value, doc_id, version, line): a key's lines, its values and their first
-  sources are one range of the table. Activity is read from ``versions`` (a PK join), so
-  the rows never change after they are written.
-- ``terms`` (anchor, term) and ``term_keys`` (term, key) — the known-term dictionary of
-  GR110 (SPEC §7.6): distinct normalised names and values with their first 3 code points.
+- ``field_lines`` — the field lines of every content that is ever active: field name,
+  normalised value (SPEC §7.4), value as written (NULL when equal), line; the subject,
+  doc_id, version and activity come from the content's ``versions`` row (a PK join), so the
+  rows never change once written. Indexed by 64-bit hashes (:func:`text_hash`) of field,
+  subject and value term (the §7.3 form), never by the texts: index cells stay a few bytes
+  even for a one-megabyte value (a long key in a B-tree cell is re-read at every comparison
+  that reaches it, which made a 12,000-character value quadratic).
+- ``terms`` — the known-term dictionary of GR110 (SPEC §7.6): each value term (kind ``v``)
+  with the hashes of the key holding it, and each normalised field name (kind ``f``), with
+  its *anchor* (first 3 code points; a 2-code-point term is its own), indexed by anchor: the
+  terms a sentence can hold are those anchored at one of its 2- or 3-grams.
+- ``fields`` — every field name by its hash, with its first 8 code points (prefix lookups
+  for GR109's "did you mean").
 - ``files`` — scan bookkeeping per evidence path: the stat key (size, mtime, ctime, inode),
   sha256, doc_id, declared version, the parse problem, and the file's evidence findings.
 - ``fts_queue`` / ``lines_fts`` — contents waiting for full-text rows, and the FTS5
@@ -49,7 +54,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from .backend import Connection, FtsHit
+from .backend import FIELD_HEAD, Connection, FtsHit, text_hash
+
+__all__ = ["FIELD_HEAD", "LINE_BITS", "LINE_MASK", "SqliteBackend", "fts_string", "text_hash"]
 
 LAYOUT = 2
 """``PRAGMA user_version`` of this schema (1: the FTS-only layout before derived tables)."""
@@ -112,34 +119,32 @@ CREATE TABLE IF NOT EXISTS revocations (
   reason TEXT NOT NULL,
   PRIMARY KEY (content_id, seq)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS keys (
-  key_id INTEGER PRIMARY KEY,
-  field TEXT NOT NULL,
-  subject TEXT NOT NULL,
-  field_term TEXT NOT NULL,
-  UNIQUE (field, subject)
-);
-CREATE INDEX IF NOT EXISTS keys_field_term ON keys (field_term);
 CREATE TABLE IF NOT EXISTS field_lines (
-  key_id INTEGER NOT NULL,
+  fh INTEGER NOT NULL,
+  sh INTEGER NOT NULL,
+  th INTEGER NOT NULL,
+  field TEXT NOT NULL,
   norm TEXT NOT NULL,
-  doc_id TEXT NOT NULL,
-  version INTEGER NOT NULL,
-  line INTEGER NOT NULL,
-  content_id INTEGER NOT NULL,
   value TEXT,
-  PRIMARY KEY (key_id, norm, doc_id, version, line, content_id)
-) WITHOUT ROWID;
+  line INTEGER NOT NULL,
+  content_id INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS field_lines_key ON field_lines (fh, sh, th);
 CREATE TABLE IF NOT EXISTS terms (
   anchor TEXT NOT NULL,
   term TEXT NOT NULL,
-  PRIMARY KEY (anchor, term)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS term_keys (
-  term TEXT NOT NULL,
-  key_id INTEGER NOT NULL,
-  PRIMARY KEY (term, key_id)
-) WITHOUT ROWID;
+  kind TEXT NOT NULL,
+  fh INTEGER NOT NULL,
+  sh INTEGER NOT NULL,
+  th INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS terms_anchor ON terms (anchor, th, kind, fh, sh);
+CREATE TABLE IF NOT EXISTS fields (
+  fh INTEGER PRIMARY KEY,
+  head TEXT NOT NULL,
+  field TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS fields_head ON fields (head);
 CREATE TABLE IF NOT EXISTS fts_queue (
   content_id INTEGER PRIMARY KEY
 );
@@ -178,7 +183,7 @@ POLL_SECONDS = 0.5
 """How often :meth:`SqliteBackend.wait_for_events` looks at the log (SQLite has no
 notifications between processes)."""
 
-DERIVED_TABLES = ("versions", "revocations", "keys", "field_lines", "terms", "term_keys")
+DERIVED_TABLES = ("versions", "revocations", "field_lines", "terms", "fields")
 
 
 class SqliteBackend:
@@ -344,26 +349,38 @@ class SqliteBackend:
 
     # -- SQLite-only lookups -------------------------------------------------------------------
 
-    def terms_with_anchors(self, conn: Connection, anchors: Sequence[str]) -> list[str]:
-        """Every known term whose anchor is one of ``anchors`` (one query, ``json_each``)."""
+    def terms_with_anchors(self, conn: Connection,
+                           anchors: Sequence[str]) -> list[tuple[str, str, int, int, int]]:
+        """``(term, kind, fh, sh, th)`` of every known term anchored at one of ``anchors``
+        (one query, ``json_each``).
+        """
         if not anchors:
             return []
         rows = conn.execute(
-            "SELECT t.term FROM json_each(?) AS j JOIN terms AS t ON t.anchor = j.value",
+            "SELECT t.term, t.kind, t.fh, t.sh, t.th FROM json_each(?) AS j JOIN terms AS t ON t.anchor = j.value",
             (json.dumps(list(anchors), ensure_ascii=False),),
         ).fetchall()
-        return [str(r[0]) for r in rows]
+        return [(str(r[0]), str(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows]
 
-    def key_ids(self, conn: Connection, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
-        """``{(field, subject): key_id}`` for the pairs that exist (one query)."""
-        if not pairs:
-            return {}
-        rows = conn.execute(
-            "SELECT k.field, k.subject, k.key_id FROM json_each(?) AS j JOIN keys AS k"
-            " ON k.field = json_extract(j.value, '$[0]') AND k.subject = json_extract(j.value, '$[1]')",
-            (json.dumps([list(p) for p in pairs], ensure_ascii=False),),
-        ).fetchall()
-        return {(str(r[0]), str(r[1])): int(r[2]) for r in rows}
+    def write_field_lines(self, conn: Connection,
+                          lines: Sequence[tuple[int, int, int, str, str, str | None, int, int]],
+                          terms: Iterable[tuple[str, str, str, int, int, int]]) -> None:
+        """Insert field lines ``(fh, sh, th, field, norm, value or None, line, content_id)``
+        and known terms ``(anchor, term, kind, fh, sh, th)`` (duplicates ignored), inside the
+        caller's transaction, each in index order (every index page is visited once per
+        batch, not once per row).
+        """
+        ordered_lines = sorted(lines, key=lambda r: (r[0], r[1], r[2]))
+        ordered_terms = sorted(terms, key=lambda r: (r[0], r[5], r[2], r[3], r[4]))
+        conn.executemany("INSERT INTO field_lines (fh, sh, th, field, norm, value, line, content_id)"
+                         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", ordered_lines)
+        conn.executemany("INSERT INTO terms (anchor, term, kind, fh, sh, th) VALUES (?, ?, ?, ?, ?, ?)"
+                         " ON CONFLICT DO NOTHING", ordered_terms)
+
+    def write_fields(self, conn: Connection, fields: Iterable[tuple[int, str]]) -> None:
+        """Record field names ``(fh, field)`` (duplicates ignored)."""
+        conn.executemany("INSERT INTO fields (fh, head, field) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                         [(fh, name[:FIELD_HEAD], name) for fh, name in fields])
 
     # -- full-text search ----------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -286,16 +287,17 @@ class Store:
     # -- scanning ------------------------------------------------------------------------------
 
     def scan(self, config: Config, progress: ProgressCallback | None = None,
-             paths: Iterable[str] | None = None) -> ScanResult:
+             paths: Iterable[str] | None = None, settle: float = scanning.SETTLE_BUDGET_S) -> ScanResult:
         """Bring the index up to date with the evidence folder (SPEC §3, §4).
 
         ``paths`` (relative to the evidence root, from a file watcher): look only at those
         files and folders; None: walk the whole evidence root (at start, after a watcher
-        overflow). Re-reads only files whose stat key (size, mtime, ctime, inode) changed;
-        a file that changes while read is retried briefly, then listed in
-        :attr:`ScanResult.unstable` and not indexed from that read. Appends events only when
-        content changed. Never writes evidence files. Raises FileNotFoundError when the
-        evidence root does not exist.
+        overflow). Re-reads only files whose stat key (size, mtime, ctime, inode) changed.
+        A file changed within the last 100 ms is read once it has been quiet that long (the
+        scan waits up to ``settle`` seconds in all; 0: not at all); one that keeps changing,
+        or changes while read, is listed in :attr:`ScanResult.unstable` and not indexed from
+        that read (read it again later). Appends events only when content changed. Never
+        writes evidence files. Raises FileNotFoundError when the evidence root does not exist.
 
         Shared index (PostgreSQL): only the writer (the process holding the writer lock,
         taken here when free) scans; a reader's scan appends nothing and returns the shared
@@ -321,7 +323,7 @@ class Store:
                     self._ensure_derived()
                     try:
                         with self.backend.write() as conn:
-                            result = _Scan(self, conn, config, listing, progress).run()
+                            result = _Scan(self, conn, config, listing, progress, settle).run()
                     except BaseException:
                         self.documents.clear()  # contents cached under seqs that were rolled back
                         self._latest = None
@@ -534,8 +536,9 @@ class _Scan:
     """One scan inside the writer's transaction (see :meth:`Store.scan`)."""
 
     def __init__(self, store: Store, conn: Connection, config: Config, listing: Listing,
-                 progress: ProgressCallback | None) -> None:
+                 progress: ProgressCallback | None, settle: float) -> None:
         self.store = store
+        self.settle = settle
         self.conn = conn
         self.config = config
         self.listing = listing
@@ -546,6 +549,8 @@ class _Scan:
         """Rows after this scan, for every path looked at (absent: the path is gone)."""
         self.old: dict[str, FileRow] = {}
         self.fresh: dict[str, EvidenceDocument] = {}
+        self._by_doc: dict[str, list[FileRow]] | None = None
+        """Rows by doc_id (built on first use, after the reads; reset when a row changes)."""
 
     # -- file rows -----------------------------------------------------------------------------
 
@@ -595,7 +600,7 @@ class _Scan:
         sha = scanning.sha256_hex(data)
         settings = self.settings
         size = key.size
-        if key.racy(scanning.now_ns()) and key.coarse:
+        if key.coarse and key.fresh(scanning.now_ns()):
             size = -1  # whole-second clock: read again at the next scan (module scan.py)
         try:
             doc = parse_evidence_text(rel, decode_evidence(data), sha, settings.separators,
@@ -609,36 +614,59 @@ class _Scan:
         return row, doc
 
     def _read_changed(self) -> None:
+        """Read every candidate whose stat key changed; fresh files wait to settle (scan.py)."""
         todo = sorted(self.listing.candidates)
-        racy: list[str] = []
-        for done, rel in enumerate(todo, 1):
+        waiting: dict[str, scanning.Candidate] = {}
+        done = 0
+
+        def read(rel: str, candidate: scanning.Candidate) -> None:
+            nonlocal done
+            self._read(rel, candidate)
+            done += 1
+            if self.progress is not None:
+                self.progress(done, len(todo), rel)
+
+        now = scanning.now_ns()
+        for rel in todo:
             candidate = self.listing.candidates[rel]
             old = self.old.get(rel)
             if old is not None and old.matches(candidate.key):
                 self.rows[rel] = old
-                continue
-            self._read(rel, candidate)
-            row = self.rows.get(rel)
-            if row is not None and row.size >= 0 and row.read:
-                key = StatKey(row.size, row.mtime_ns, row.ctime_ns, row.inode)
-                if key.racy(scanning.now_ns()) and not key.coarse:
-                    racy.append(rel)
-            if self.progress is not None:
-                self.progress(done, len(todo), rel)
-        if racy:
-            newest = max(max(self.rows[r].mtime_ns, self.rows[r].ctime_ns) for r in racy)
-            wait = (newest + scanning.RACY_NS - scanning.now_ns()) / 1e9
+                done += 1
+            elif candidate.key.fresh(now) and not candidate.key.coarse:
+                waiting[rel] = candidate
+            else:
+                read(rel, candidate)
+        deadline = time.monotonic() + self.settle
+        while waiting:
+            wait = min(max(c.key.settles_at() for c in waiting.values()) - scanning.now_ns(),
+                       scanning.SETTLE_NS)
             if wait > 0:
-                time.sleep(wait)
-            for rel in racy:
-                first = self.rows[rel]
-                bytes_before = self.result.hashed_bytes
-                if rel in self.result.changed:
-                    self.result.changed.remove(rel)
-                self._read(rel, self.listing.candidates[rel])
-                again = self.rows.get(rel)
-                if again is not None and again.sha256 == first.sha256:
-                    self.result.hashed_bytes = bytes_before  # same bytes: counted once
+                if time.monotonic() + wait / 1e9 > deadline:
+                    break
+                time.sleep(wait / 1e9)
+            now = scanning.now_ns()
+            for rel, candidate in sorted(waiting.items()):
+                try:
+                    key = StatKey.of(os.stat(candidate.path))
+                except FileNotFoundError:
+                    del waiting[rel]  # deleted meanwhile: absent
+                    continue
+                except OSError:
+                    key = candidate.key
+                if key != candidate.key or key.fresh(now):
+                    waiting[rel] = scanning.Candidate(candidate.path, key)  # changed again: wait
+                    continue
+                del waiting[rel]
+                old = self.old.get(rel)
+                if old is not None and old.matches(key):
+                    self.rows[rel] = old
+                    continue
+                read(rel, scanning.Candidate(candidate.path, key))
+        for rel in sorted(waiting):
+            self.result.unstable.append(rel)
+            old = self.old.get(rel)
+            self.rows[rel] = old if old is not None else FileRow(rel, -1, 0, 0, 0, "", None, None, None)
         for rel, finding in self.listing.refused.items():
             row = FileRow(rel, -1, 0, 0, 0, "", None, None, finding_dict(finding))
             old = self.old.get(rel)
@@ -655,6 +683,11 @@ class _Scan:
 
     def _group(self, doc_id: str) -> list[FileRow]:
         """Every indexable file of ``doc_id`` after this scan."""
+        if self._by_doc is None:
+            self._by_doc = {}
+            for row in self.rows.values():
+                if row.doc_id is not None:
+                    self._by_doc.setdefault(row.doc_id, []).append(row)
         out: dict[str, FileRow] = {}
         if not self.listing.full:
             cols = "path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version, problem, findings"
@@ -662,9 +695,8 @@ class _Scan:
                 path = str(r[0])
                 if path not in self.old and path not in self.rows:
                     out[path] = _row(r)
-        for path, row in self.rows.items():
-            if row.doc_id == doc_id:
-                out[path] = row
+        for row in self._by_doc.get(doc_id, ()):
+            out[row.path] = row
         return [r for r in out.values() if r.indexable]
 
     # -- the scan ------------------------------------------------------------------------------
@@ -763,6 +795,7 @@ class _Scan:
             row = self.rows[rel]
             self.rows[rel] = FileRow(row.path, row.size, row.mtime_ns, row.ctime_ns, row.inode,
                                      row.sha256, None, None, problem)
+            self._by_doc = None
             del self.fresh[rel]
             affected.add(doc.doc_id)
 

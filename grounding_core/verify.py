@@ -589,8 +589,11 @@ def _gate(draft: ParsedDraft, results: list[_ClaimResult], keys: _Keys, state: I
     """GR108 (SPEC §7.4, §7.7, §15): on the ``fields`` item when the field is listed and on each
     definition citing a line of the conflicting key (both when both hold).
     """
-    cited = [(r.claim.citation.doc_id, r.claim.citation.version, r.claim.citation.line)
-             for r in results if r.claim.citation is not None and r.line_text is not None]
+    cited: dict[ConflictKey, list[tuple[str, int, int]]] = {}
+    for r in results:
+        if r.claim.citation is not None and r.line_text is not None and r.field is not None:
+            ref = r.claim.citation
+            cited.setdefault((r.subject, r.field), []).append((ref.doc_id, ref.version, ref.line))
     gate = check_keys(state, keys.checked, today, cited=cited)
     field_spans = dict(reversed(draft.fields))
     required = set(keys.required)

@@ -17,6 +17,7 @@ from .drafts import ContextSpec, ParsedDraft, draft_kind, parse_draft
 from .index import IndexSnapshot
 from .model import DraftReport, Finding, Span
 from .store import IndexError_, ProgressCallback, ScanResult, Store
+from .text import shorten
 from .verify import CompileQuery, Visibility, check_draft
 
 SKIP_DIRS = (".git", ".grounding", "node_modules")
@@ -56,11 +57,13 @@ class Workspace:
             return ws
 
     def scan(self, progress: ProgressCallback | None = None,
-             paths: Iterable[str] | None = None) -> ScanResult:
+             paths: Iterable[str] | None = None, settle: float | None = None) -> ScanResult:
         """Update the index (:meth:`Store.scan`): a full walk, or only ``paths`` (relative to
-        the evidence root).
+        the evidence root); ``settle`` caps the wait for files still being written.
         """
-        return self.store.scan(self.config, progress, paths)
+        if settle is None:
+            return self.store.scan(self.config, progress, paths)
+        return self.store.scan(self.config, progress, paths, settle)
 
     def today(self, pinned: dt.date | None = None) -> dt.date:
         return pinned or self.config.today_or()
@@ -164,7 +167,12 @@ class Workspace:
             return _unreadable_report(rel_path, f"cannot read the draft: {reason}")
         if text.startswith("\ufeff"):
             text = text[1:]
-        return self.check_text(rel_path, text, state, today, count_output=count_output)
+        try:
+            return self.check_text(rel_path, text, state, today, count_output=count_output)
+        except Exception as exc:  # noqa: BLE001  (one draft's failure never hides the others)
+            return _unreadable_report(
+                rel_path, f"Grounding could not check this draft ({type(exc).__name__}: {shorten(str(exc))});"
+                " this is a bug in Grounding, please report it", "The other drafts were checked.")
 
     def check_all(self, paths: Iterable[str] | None = None, state: IndexSnapshot | None = None,
                   today: dt.date | None = None) -> list[DraftReport]:
@@ -184,12 +192,11 @@ class Workspace:
         return compiled.visibility()
 
 
-def _unreadable_report(path: str, message: str) -> DraftReport:
+def _unreadable_report(path: str, message: str, hint: str = "Save the draft as UTF-8 text.") -> DraftReport:
     from .model import Status
 
     return DraftReport(
         path=path, status=Status.ABSTAIN, required_fields=[], covered_fields=[], missing_fields=[],
         field_completeness=True, coverage=1.0, same_key_sources_checked=0,
-        findings=[Finding("malformed-citation", Span(0, 0, 0, 0), message,
-                          hint="Save the draft as UTF-8 text.")],
+        findings=[Finding("malformed-citation", Span(0, 0, 0, 0), message, hint=hint)],
     )
