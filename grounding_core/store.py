@@ -200,6 +200,31 @@ class Store:
             known = self.event_count()
         return self.backend.wait_for_events(known, timeout)
 
+    def changes_since(self, known: int) -> ScanResult:
+        """What other processes appended after event ``known``, as a scan result a language
+        server handles like one of its own scans: ``snapshot`` (the newest), ``events``
+        (``known < seq``), ``evidence`` and ``findings_changed`` for the paths those events
+        touched (from the shared ``files`` table), ``full`` False, ``writer`` naming who
+        wrote (None when this process holds the writer lock). Cost: the new events.
+        """
+        snapshot = self.snapshot()
+        events = list(iter_events(self.backend.reader(), known, snapshot.seq))
+        paths = {e.path for e in events if e.path}
+        revoked = {(e.doc_id, e.version) for e in events if e.kind == "revoke"}
+        for doc_id, version in sorted(revoked):
+            record = snapshot.record(doc_id, version)
+            if record is not None and record.path:
+                paths.add(record.path)
+        evidence: dict[str, list[Finding]] = {}
+        reader = self.backend.reader()
+        for path in sorted(paths):
+            row = reader.execute("SELECT findings FROM files WHERE path = ?", (path,)).fetchone()
+            evidence[path] = [finding_of(d) for d in json.loads(row[0])] if row and row[0] else []
+        info = self.describe()
+        writer = None if info["role"] != "reader" else f"{self._holder()} writes the shared index {self.location}"
+        return ScanResult(snapshot=snapshot, evidence=evidence, events=events, full=False,
+                          findings_changed=sorted(paths), writer=writer)
+
     def describe(self) -> dict[str, str]:
         """Where the index lives, for a status bar (SPEC §10 ``grounding/status``).
 

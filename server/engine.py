@@ -11,7 +11,13 @@ Features reach the engine as ``state.engine`` (``server/app.py`` builds it) and 
 - :meth:`Engine.report_for` (the latest report of an open draft, or None);
 - :meth:`Engine.check_snapshot` (pure check of a snapshot, call it in a thread);
 - :meth:`Engine.request_reindex` (coalesced, debounced rescan of the evidence folder);
-- :meth:`Engine.on_reports` / :meth:`Engine.on_index` to hear about new reports and states.
+- :meth:`Engine.on_reports` / :meth:`Engine.on_index` to hear about new reports and states;
+- :attr:`Engine.index_status`: where the index lives (``grounding/status`` carries it).
+
+A shared index (PostgreSQL) is also written by other processes: a worker thread waits in
+:meth:`Store.wait_for_events` (``LISTEN/NOTIFY``) and hands each change to the loop, which
+swaps the state and tells the index listeners (:meth:`Store.changes_since`), exactly as after
+one of its own scans, so every open draft is re-checked against the writer's new evidence.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import asyncio
 import datetime as dt
 import logging
 import os
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +83,11 @@ class Engine:
         self._reindex_task: asyncio.Task[None] | None = None
         self._reindex_again = False
         self._scan_lock = asyncio.Lock()  # one scan of the store at a time (see reindex)
+        self.index_status: dict[str, Any] = {}
+        """``{"backend", "location", "role", "fallback"}``: :meth:`Store.describe` plus, when
+        a shared index could not be reached, ``fallback`` (the message; the local SQLite
+        index is used instead), else None."""
+        self._watch_stop: threading.Event | None = None
 
     # -- setup ------------------------------------------------------------------------
 
@@ -96,17 +108,75 @@ class Engine:
                 config = config.with_overrides(**self.settings)
             except ConfigError as exc:
                 message = f"Grounding: bad setting ({exc}); using grounding.toml and defaults."
+        fallback = None
         try:
             store = Store.for_config(config)
-        except Exception as exc:  # unusable index file: keep serving from memory
-            message = f"Grounding: cannot open the index ({exc}); using an in-memory index."
-            config = config.with_overrides(index=":memory:")
-            store = Store.for_config(config)
+        except Exception as exc:
+            if config.index_shared:  # the team's database is away: the local SQLite file
+                local = Config.__dataclass_fields__["index"].default
+                fallback = (f"Grounding: cannot reach the shared index ({exc}); using the local"
+                            f" index {local} until the editor restarts.")
+                message = fallback
+                config = config.with_overrides(index=local)
+            try:
+                store = Store.for_config(config)
+            except Exception as exc2:  # unusable index file: keep serving from memory
+                message = f"Grounding: cannot open the index ({exc2}); using an in-memory index."
+                config = config.with_overrides(index=":memory:")
+                store = Store.for_config(config)
         if self.workspace is not None:
+            self._stop_watching()
             self.workspace.store.close()
         self.workspace = Workspace(config, store)
         self.state = store.snapshot()
+        self.index_status = {**store.describe(), "fallback": fallback}
+        if store.backend.shared:
+            self._watch(store)
         return message
+
+    # -- a shared index: other writers' changes -----------------------------------------------
+
+    def _watch(self, store: Store) -> None:
+        """Start the worker thread that waits for other processes' events (see module doc)."""
+        loop = asyncio.get_running_loop()
+        stop = self._watch_stop = threading.Event()
+        known = store.event_count()
+
+        def watch() -> None:
+            nonlocal known
+            while not stop.is_set():
+                try:
+                    count = store.wait_for_events(known, timeout=2.0)
+                except Exception:  # noqa: BLE001  (a closed store; the thread ends below)
+                    if stop.wait(1.0):
+                        return
+                    continue
+                if count is not None and not stop.is_set():
+                    asyncio.run_coroutine_threadsafe(self._remote_change(store, known), loop)
+                    known = count
+
+        threading.Thread(target=watch, name="grounding-index-watch", daemon=True).start()
+
+    def _stop_watching(self) -> None:
+        if self._watch_stop is not None:
+            self._watch_stop.set()
+            self._watch_stop = None
+
+    async def _remote_change(self, store: Store, known: int) -> None:
+        """Another process appended events after ``known``: swap the state, tell the listeners."""
+        async with self._scan_lock:
+            if self.workspace is None or self.workspace.store is not store:
+                return
+            if getattr(self.state, "seq", -1) >= store.event_count():
+                return  # our own scan's events, already handled
+            result = await asyncio.to_thread(store.changes_since, getattr(self.state, "seq", known))
+            self.state = result.state
+            self.evidence_findings.update(result.evidence)
+            self.index_status = {**store.describe(), "fallback": self.index_status.get("fallback")}
+            self.index_generation += 1
+            self.indexed.set()
+            for listener in tuple(self._index_listeners):
+                await _call(listener, result)
 
     @property
     def config(self) -> Config | None:
@@ -249,7 +319,11 @@ class Engine:
                 self.indexed.set()
                 return None
             self.state = result.state
-            self.evidence_findings = result.evidence
+            if result.writer is None or result.full:
+                self.evidence_findings = result.evidence
+            else:
+                self.evidence_findings.update(result.evidence)
+            self.index_status = {**ws.store.describe(), "fallback": self.index_status.get("fallback")}
             self.index_generation += 1
             self.server.window_log_message(types.LogMessageParams(
                 type=types.MessageType.Log,

@@ -6,7 +6,11 @@ notification ``grounding/status`` with::
     {"uri": str, "status": "answered" | "partial" | "abstain" | "conflict",
      "claims": int, "validClaims": int, "conflicts": int,   # field-conflict findings
      "outputTokens": int | null, "reserve": int | null,     # SPEC §8 answer wire, reserve
-     "errors": int, "warnings": int}
+     "errors": int, "warnings": int,
+     "index": {"backend": "sqlite" | "postgresql", "location": str,  # URL without password
+               "role": "local" | "writer" | "reader",
+               "fallback": str | null}}   # set when the shared index was unreachable at start
+                                          # and the local SQLite index is used instead
 
 (the VS Code client's status bar reads it; a closed draft sends nothing). ``textDocument/
 codeLens`` puts one lens on line 0 of each draft, titled like
@@ -74,7 +78,10 @@ def register(server: GroundingServer, state: ServerState) -> None:
     @engine.on_reports
     def on_report(uri: str, result: DraftResult | None) -> None:
         if result is not None:
-            server.protocol.notify(STATUS_NOTIFICATION, status_params(uri, result.report))
+            params = status_params(uri, result.report)
+            if engine.index_status:
+                params["index"] = dict(engine.index_status)
+            server.protocol.notify(STATUS_NOTIFICATION, params)
         _request_refresh(server, refresh)
 
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
