@@ -798,7 +798,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus-dir", type=Path, default=corpora.CORPUS_ROOT,
                         help="where corpora are generated (default: bench/.corpus)")
     parser.add_argument("--worker", nargs=3, metavar=("PHASE", "ROOT", "N"), help=argparse.SUPPRESS)
+    parser.add_argument("--team", action="store_true",
+                        help="the team section instead (bench/team.py: shared PostgreSQL index vs SQLite)")
     args = parser.parse_args(argv)
+
+    if args.team:
+        import team
+
+        return team.main(quick=args.quick, json_path=args.json)
 
     if args.worker:
         phase, root, n = args.worker
