@@ -205,7 +205,8 @@ def render(results: list[dict[str, Any]], files: int, change: int) -> str:
     for r in results:
         for row in r["readers"]:
             during = f"{row['p95_during_write_ms']:.1f} ms" if row["p95_during_write_ms"] is not None else "—"
-            seen = f"{row['refreshed_after_commit_s']:.2f} s" if row["refreshed_after_commit_s"] is not None else "never"
+            refreshed = row["refreshed_after_commit_s"]
+            seen = f"{refreshed:.2f} s" if refreshed is not None else "never"
             lines.append(f"| {r['backend']} | {row['reader']} | {row['checks']} | {row['p50_ms']:.1f} ms |"
                          f" {row['p95_ms']:.1f} ms | {during} | {seen} |")
     lines += ["", f"| backend | cold index | cold FTS | {change:,}-file change scan | its FTS rows | events |"
