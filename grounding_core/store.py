@@ -390,10 +390,15 @@ class Store:
 
     def _read_only_scan(self, listing: Listing) -> ScanResult:
         """A reader's scan of a shared index: nothing written, the writer's findings."""
-        findings = self.evidence_findings()
-        if not listing.full:
-            wanted = set(listing.candidates) | set(listing.refused)
-            findings = {p: fs for p, fs in findings.items() if p in wanted}
+        if listing.full:
+            findings = self.evidence_findings()
+        else:  # only the paths looked at: a watcher's change costs what it touches
+            findings = {}
+            reader = self.backend.reader()
+            for path in sorted(set(listing.candidates) | set(listing.refused)):
+                row = reader.execute("SELECT findings FROM files WHERE path = ?", (path,)).fetchone()
+                if row is not None:
+                    findings[path] = [finding_of(d) for d in json.loads(row[0])] if row[0] else []
         return ScanResult(snapshot=self.snapshot(), evidence=findings, full=listing.full,
                           writer=f"{self._holder()} writes the shared index {self.location}")
 
