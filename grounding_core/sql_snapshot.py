@@ -25,7 +25,7 @@ from typing import Protocol
 
 from .derived import parse_content
 from .events import Event
-from .evidence import EvidenceDocument
+from .evidence import EvidenceDocument, FrontMatter, parse_field_line
 from .index import (
     ConflictKey,
     IndexSnapshot,
@@ -39,7 +39,7 @@ from .index import (
     VersionRecord,
 )
 from .sqlite_backend import FIELD_HEAD, SqliteBackend, fts_string, text_hash
-from .text import VALUE_TRAILING_PUNCTUATION, normalize
+from .text import VALUE_TRAILING_PUNCTUATION, normalize, split_lines
 
 CACHE_ENTRIES = 4096
 """Entries per snapshot cache (versions by doc_id, key summaries, term verdicts)."""
@@ -144,6 +144,7 @@ class SnapshotCaches:
     versions: dict[str, dict[int, VersionRecord]] = field(default_factory=dict)
     summaries: dict[tuple[ConflictKey, dt.date, int], _Summary] = field(default_factory=dict)
     terms: dict[tuple[str, dt.date], bool] = field(default_factory=dict)
+    known: dict[tuple[str, dt.date], str | None] = field(default_factory=dict)
 
     def inherit(self, doc_ids: set[str], keys: set[ConflictKey] | None) -> SnapshotCaches:
         """The caches for a later snapshot: entries of ``doc_ids`` and ``keys`` dropped
@@ -236,7 +237,7 @@ class SqlSnapshot(IndexSnapshot):
         rows = self._rows(
             "SELECT v.content_id, v.version, v.sha256, v.path, v.declared, v.status,"
             " v.effective_from, v.effective_until, v.title, v.subject, v.line_count,"
-            " v.first_sha256, v.current_to,"
+            " v.first_sha256, v.current_to, v.front_end,"
             " (SELECT r.seq FROM revocations AS r WHERE r.content_id = v.content_id AND r.seq <= ?"
             "  ORDER BY r.seq DESC LIMIT 1),"
             " (SELECT r.reason FROM revocations AS r WHERE r.content_id = v.content_id AND r.seq <= ?"
@@ -252,7 +253,7 @@ class SqlSnapshot(IndexSnapshot):
             if current_to is not None and int(str(current_to)) <= n:
                 continue  # replaced by a later import of this version
             content_id = int(str(r[0]))
-            revoked_at = r[13]
+            revoked_at = r[14]
             shas = history[version]
             previous: list[str] = []
             for old, new in zip(shas, shas[1:], strict=False):
@@ -261,15 +262,22 @@ class SqlSnapshot(IndexSnapshot):
             out[version] = VersionRecord(
                 doc_id=doc_id, version=version, sha256=str(r[2]), path=str(r[3]),
                 declared=bool(r[4]), content_id=content_id, revoked=revoked_at is not None,
-                reason=str(r[14]) if revoked_at is not None else "",
+                reason=str(r[15]) if revoked_at is not None else "",
                 seq=max(content_id, int(str(revoked_at)) if revoked_at is not None else 0),
                 previous_shas=tuple(previous), status=str(r[5]),
                 effective_from=_date(r[6]), effective_until=_date(r[7]), title=str(r[8]),
                 subject=str(r[9]) or None, line_count=int(str(r[10])), first_sha256=str(r[11]),
+                front_end=int(str(r[13])),
             )
         return out
 
     def document(self, record: VersionRecord) -> EvidenceDocument:
+        """The version's text as a parsed document, from the bounded cache or the log.
+
+        A record read from this store carries its front-matter facts, so the document is
+        rebuilt from them and the split lines without running YAML again; any other record
+        is parsed from its text (:func:`grounding_core.derived.parse_content`).
+        """
         docs = self._source.documents
         doc = docs.get(record.content_id)
         if doc is None:
@@ -280,7 +288,19 @@ class SqlSnapshot(IndexSnapshot):
                 raise KeyError(f"{record.doc_id}@{record.version}: no content {record.content_id}")
             event = Event(int(row[0]), "import", str(row[2]), int(row[3]), str(row[4]), str(row[5]),
                           str(row[6]), bool(row[7]))
-            doc = parse_content(event, self.settings)
+            if record.front_end >= 0 and record.line_count >= 0:
+                settings = self.settings
+                front = FrontMatter(
+                    end_line=record.front_end, doc_id=record.doc_id,
+                    subject=record.subject, title=record.title or None,
+                    version=record.version if record.declared else None, status=record.status,
+                    effective_from=record.effective_from, effective_until=record.effective_until)
+                doc = EvidenceDocument(
+                    path=event.path, sha256=event.sha256, text=event.text, lines=tuple(split_lines(event.text)),
+                    front=front, doc_id=record.doc_id, separators=settings.separators,
+                    subject_fields=settings.subject_fields)
+            else:
+                doc = parse_content(event, self.settings)
             docs.put(record.content_id, doc)
         return doc
 
@@ -412,10 +432,11 @@ class SqlSnapshot(IndexSnapshot):
         if record is None or not self.is_active(record, today):
             return None
         doc = self.document(record)
-        fl = None if doc.is_front_matter_line(line) else doc.field_lines.get(line)
-        if fl is None or (doc.subject, fl.field) != key:
+        fl = None if doc.is_front_matter_line(line) or not 0 < line <= len(doc.lines) else \
+            parse_field_line(doc.lines[line - 1], doc.separators)
+        if fl is None or (record.subject, fl.field) != key:
             return None
-        return KeyedLine(doc_id, version, line, doc.subject, fl.field, fl.value, record.path)
+        return KeyedLine(doc_id, version, line, record.subject, fl.field, fl.value, record.path)
 
     def subjects_with_field(self, field_name: str, today: dt.date) -> list[str | None]:
         """Skip-scan over the field's subject hashes (one seek each, then an EXISTS)."""
@@ -530,10 +551,17 @@ class SqlSnapshot(IndexSnapshot):
         return verdict
 
     def known_term_in(self, sentence: str, today: dt.date) -> str | None:
+        key = (sentence, today)
+        if key in self._caches.known:
+            return self._caches.known[key]
+        found = None
         for _, _, term, held in self._candidates(sentence):
             if self._term_active(term, held, today):
-                return term
-        return None
+                found = term
+                break
+        if len(sentence) <= 2000:  # sentences as typed; a megabyte one is not kept
+            _put(self._caches.known, key, found)
+        return found
 
     def lines_with_value_in(self, sentence: str, today: dt.date, limit: int = 50) -> list[KeyedLine]:
         """Longest value first, then (doc_id, version, line); values of at least 2 code points."""
