@@ -48,6 +48,9 @@ DOCUMENT_CACHE_CHARS = 8_000_000
 """Parsed documents kept per store, by text size in code points (about 8 MB of text)."""
 
 GRAM_CHUNK = 20_000
+
+SHORT_SENTENCE = 2000
+"""Sentences up to this many code points have their candidate terms filtered by SQLite."""
 """Anchors sent per candidate-term query (a 1 MB sentence has up to 2M distinct grams)."""
 
 PUNCTUATION = VALUE_TRAILING_PUNCTUATION
@@ -146,15 +149,20 @@ class SnapshotCaches:
     terms: dict[tuple[str, dt.date], bool] = field(default_factory=dict)
     known: dict[tuple[str, dt.date], str | None] = field(default_factory=dict)
 
-    def inherit(self, doc_ids: set[str], keys: set[ConflictKey] | None) -> SnapshotCaches:
-        """The caches for a later snapshot: entries of ``doc_ids`` and ``keys`` dropped
-        (``keys`` None: every summary and term verdict dropped).
+    def inherit(self, doc_ids: set[str], keys: set[ConflictKey] | None,
+                terms: set[str] | None = None) -> SnapshotCaches:
+        """The caches for a later snapshot: entries of ``doc_ids``, ``keys`` and ``terms``
+        dropped, and known-term answers for sentences holding a changed term (``keys`` None:
+        every summary and term answer dropped).
         """
         versions = {d: v for d, v in self.versions.items() if d not in doc_ids}
-        if keys is None:
+        if keys is None or terms is None:
             return SnapshotCaches(versions, {}, {})
         summaries = {k: v for k, v in self.summaries.items() if k[0] not in keys}
-        return SnapshotCaches(versions, summaries, {})
+        verdicts = {k: v for k, v in self.terms.items() if k[0] not in terms}
+        changed = [t for t in terms if len(t) >= 2]
+        known = {k: v for k, v in self.known.items() if not any(t in k[0] for t in changed)}
+        return SnapshotCaches(versions, summaries, verdicts, known)
 
 
 def _put(cache: dict, key: object, value: object) -> None:  # type: ignore[type-arg]
@@ -500,8 +508,12 @@ class SqlSnapshot(IndexSnapshot):
         holders: dict[str, set[tuple[str, int, int, int]]] = {}
         conn = self._conn()
         backend = self._source.backend
+        # a short sentence filters candidates in SQL (instr); a long one in Python (str.find
+        # is linear, SQLite's instr is not)
+        within = sentence if size <= SHORT_SENTENCE and sql_text(sentence) is not None else None
         for start in range(0, len(grams), GRAM_CHUNK):
-            for term, kind, fh, sh, th in backend.terms_with_anchors(conn, grams[start:start + GRAM_CHUNK]):
+            for term, kind, fh, sh, th in backend.terms_with_anchors(conn, grams[start:start + GRAM_CHUNK],
+                                                                    within):
                 holders.setdefault(term, set()).add((kind, fh, sh, th))
         found = []
         for term, held in holders.items():
@@ -586,20 +598,30 @@ class SqlSnapshot(IndexSnapshot):
     # -- corpus-wide ---------------------------------------------------------------------------
 
     def changed_keys(self, since: int, today: dt.date) -> list[ConflictKey] | None:
+        keys, _terms = self.changed_since(since)
+        return sorted(keys, key=lambda k: (k[1], k[0] or ""))
+
+    def changed_since(self, since: int) -> tuple[set[ConflictKey], set[str]]:
+        """The conflict keys and known terms (SPEC §7.6 forms) of the contents whose activity
+        changed between ``replay(since)`` and this snapshot: what cached answers may differ.
+        """
         n = self.seq
+        keys: set[ConflictKey] = set()
+        terms: set[str] = set()
         if since >= n:
-            return []
+            return keys, terms
         rows = self._rows(
             "SELECT content_id, doc_id, version FROM versions WHERE"
             " (active_from > ? AND active_from <= ?) OR (active_to > ? AND active_to <= ?)",
             (since, n, since, n))
-        keys: set[ConflictKey] = set()
         for cid, doc_id, version in rows:
             record = VersionRecord(str(doc_id), int(str(version)), "", "", False, int(str(cid)))
             doc = self.document(record)
-            keys.update((doc.subject, fl.field) for fl in doc.field_lines.values()
-                        if fl.field not in self._meta)
-        return sorted(keys, key=lambda k: (k[1], k[0] or ""))
+            for fl in doc.field_lines.values():
+                keys.add((doc.subject, fl.field))
+                terms.add(normalize(fl.field))
+                terms.add(normalize(fl.value).rstrip(PUNCTUATION))
+        return keys, terms
 
     def conflicting_keys(self, today: dt.date) -> list[ConflictKey]:
         active, params = self._active(today)

@@ -284,19 +284,22 @@ class SqliteBackend:
 
     # -- SQLite-only lookups -------------------------------------------------------------------
 
-    def terms_with_anchors(self, conn: sqlite3.Connection,
-                           anchors: Sequence[str]) -> list[tuple[str, str, int, int, int]]:
+    def terms_with_anchors(self, conn: sqlite3.Connection, anchors: Sequence[str],
+                           within: str | None = None) -> list[tuple[str, str, int, int, int]]:
         """``(term, kind, fh, sh, th)`` of every known term anchored at one of ``anchors`` (a
         sentence's 2- and 3-grams) whose next piece is ``''`` or one of the 3-grams (one
-        query, ``json_each``).
+        query, ``json_each``); with ``within`` (a short sentence), only terms it contains.
         """
         if not anchors:
             return []
         grams = json.dumps(list(anchors), ensure_ascii=False)
-        rows = conn.execute(
-            "SELECT t.term, t.kind, t.fh, t.sh, t.th FROM json_each(?) AS j JOIN terms AS t ON t.anchor = j.value"
-            " WHERE t.next = '' OR t.next IN (SELECT value FROM json_each(?))", (grams, grams)).fetchall()
-        return [(str(r[0]), str(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows]
+        sql = ("SELECT t.term, t.kind, t.fh, t.sh, t.th FROM json_each(?) AS j JOIN terms AS t ON t.anchor = j.value"
+               " WHERE (t.next = '' OR t.next IN (SELECT value FROM json_each(?)))")
+        params: tuple[str, ...] = (grams, grams)
+        if within is not None:
+            sql += " AND instr(?, t.term) > 0"
+            params = (*params, within)
+        return [(str(r[0]), str(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in conn.execute(sql, params)]
 
     def write_field_lines(self, conn: sqlite3.Connection,
                           lines: Sequence[tuple[int, int, int, str, str, str | None, int, int]],

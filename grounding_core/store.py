@@ -191,8 +191,8 @@ class Store:
                 docs = {str(r[0]) for r in self.backend.reader().execute(
                     "SELECT DISTINCT doc_id FROM events WHERE seq > ? AND seq <= ?",
                     (latest.seq, count)).fetchall()}
-                keys = fresh.changed_keys(latest.seq, dt.date.today())
-                caches = latest.caches.inherit(docs, set(keys) if keys is not None else None)
+                keys, terms = fresh.changed_since(latest.seq)
+                caches = latest.caches.inherit(docs, keys, terms)
             snapshot = SqlSnapshot(self, count, caches)
             self._latest = (derivation, snapshot)
             return snapshot
