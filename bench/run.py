@@ -419,6 +419,12 @@ def cli_phase(root: Path, runs: int, out: dict[str, Any]) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     if os.environ.get("GROUNDING_BENCH_CODE"):
         env["PYTHONPATH"] = os.environ["GROUNDING_BENCH_CODE"] + os.pathsep + env["PYTHONPATH"]
+    # an installed package has its bytecode compiled (pip does it); this checkout may not, and
+    # PYTHONDONTWRITEBYTECODE may be set: compile it once so imports read .pyc files
+    compile_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    code_root = os.environ.get("GROUNDING_BENCH_CODE") or str(REPO)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *(os.path.join(code_root, p) for p in (
+        "grounding", "grounding_core"))], env=compile_env, capture_output=True, check=False)
     walls = []
     rss = 0
     for _ in range(runs + 1):  # the first run settles the index after the warm worker's edits

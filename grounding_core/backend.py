@@ -24,6 +24,10 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
+DERIVED_VERSION = 4
+"""Part of the derived tables' fingerprint: bumped whenever their definition changes (on any
+backend), so an index written by another definition is rebuilt from its log on open."""
+
 FIELD_HEAD = 8
 """Code points of a field name kept in ``fields.head`` (prefix lookups, "did you mean")."""
 
@@ -132,17 +136,20 @@ class Backend(Protocol):
         """
         ...
 
-    def terms_with_anchors(self, conn: Connection,
-                           anchors: Sequence[str]) -> list[tuple[str, str, int, int, int]]:
-        """``(term, kind, fh, sh, th)`` of every known term anchored at one of ``anchors``."""
+    def terms_with_anchors(self, conn: Connection, anchors: Sequence[str],
+                           within: str | None = None) -> list[tuple[str, str, int, int, int]]:
+        """``(term, kind, fh, sh, th)`` of every known term anchored at one of ``anchors`` (a
+        sentence's 2- and 3-grams) whose next piece is ``''`` or one of them; with ``within``
+        (a short sentence), only terms it contains.
+        """
         ...
 
     def write_field_lines(self, conn: Connection,
                           lines: Sequence[tuple[int, int, int, str, str, str | None, int, int]],
-                          terms: Iterable[tuple[str, str, str, int, int, int]]) -> None:
+                          terms: Iterable[tuple[str, str, str, str, int, int, int]]) -> None:
         """Insert field lines ``(fh, sh, th, field, norm, value or None, line, content_id)``
-        and known terms ``(anchor, term, kind, fh, sh, th)`` (duplicates ignored), inside the
-        caller's transaction.
+        and known terms ``(anchor, next, term, kind, fh, sh, th)`` (duplicates ignored),
+        inside the caller's transaction.
         """
         ...
 

@@ -29,7 +29,7 @@ import json
 import unicodedata
 from collections.abc import Iterator, Sequence
 
-from .backend import Backend, Connection, text_hash
+from .backend import DERIVED_VERSION, Backend, Connection, text_hash
 from .events import Event
 from .evidence import EvidenceDocument, EvidenceError, FrontMatter, parse_evidence_text
 from .index import ParseSettings
@@ -44,8 +44,10 @@ during one scan."""
 
 
 def fingerprint(settings: ParseSettings) -> str:
-    """What the derived rows depend on: separators and subject fields (not meta fields)."""
-    return json.dumps({"separators": list(settings.separators),
+    """What the derived rows depend on: their definition, the separators and the subject
+    fields (not the meta fields, which are filtered when read).
+    """
+    return json.dumps({"definition": DERIVED_VERSION, "separators": list(settings.separators),
                        "subject_fields": list(settings.subject_fields)}, ensure_ascii=False)
 
 
@@ -86,7 +88,7 @@ class Deriver:
         self._field_terms: dict[str, str] = {}
         self._hashes: dict[str, int] = {}
         self._lines: list[tuple[int, int, int, str, str, str | None, int, int]] = []
-        self._terms: set[tuple[str, str, str, int, int, int]] = set()
+        self._terms: set[tuple[str, str, str, str, int, int, int]] = set()
         self._fields: list[tuple[int, str]] = []
         self._fts: list[tuple[int]] = []
         self.activity_changed: set[int] = set()
@@ -146,12 +148,13 @@ class Deriver:
             th = text_hash(term)
             buffer.append((fh, sh, th, name, norm, None if norm == fl.value else fl.value, number, s))
             if len(term) >= 2:
-                terms.add((term[:3], term, "v", fh, sh, th))
+                terms.add((term[:3], term[3:6] if len(term) >= 6 else "", term, "v", fh, sh, th))
             if name not in self._field_terms:
                 field_term = self._field_terms[name] = normalize_fast(name)
                 self._fields.append((fh, name))
                 if len(field_term) >= 2:
-                    terms.add((field_term[:3], field_term, "f", fh, 0, text_hash(field_term)))
+                    terms.add((field_term[:3], field_term[3:6] if len(field_term) >= 6 else "", field_term, "f",
+                               fh, 0, text_hash(field_term)))
         if self.queue_fts:
             self._fts.append((s,))
         if len(buffer) >= BATCH_LINES:

@@ -77,6 +77,8 @@ class VersionRecord:
     subject: str | None = None
     line_count: int = -1
     first_sha256: str = ""
+    front_end: int = -1
+    """The 1-based line closing the front matter (0: none; -1: not known)."""
 
 
 @dataclass(frozen=True, slots=True)

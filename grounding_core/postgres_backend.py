@@ -140,13 +140,14 @@ CREATE TABLE IF NOT EXISTS field_lines (
 CREATE INDEX IF NOT EXISTS field_lines_key ON field_lines (fh, sh, th);
 CREATE TABLE IF NOT EXISTS terms (
   anchor {T} NOT NULL,
+  next {T} NOT NULL,
   term {T} NOT NULL,
   kind {T} NOT NULL,
   fh BIGINT NOT NULL,
   sh BIGINT NOT NULL,
   th BIGINT NOT NULL
 );
-CREATE UNIQUE INDEX IF NOT EXISTS terms_anchor ON terms (anchor, th, kind, fh, sh);
+CREATE UNIQUE INDEX IF NOT EXISTS terms_anchor ON terms (anchor, next, th, kind, fh, sh);
 CREATE TABLE IF NOT EXISTS fields (
   fh BIGINT PRIMARY KEY,
   head {T} NOT NULL,
@@ -411,8 +412,12 @@ class PostgresBackend:
         return True
 
     def clear_derived(self, conn: Connection) -> None:
-        """Empty the settings-dependent derived tables (inside the caller's transaction)."""
-        conn.execute(f"TRUNCATE {', '.join(DERIVED_TABLES)}")
+        """Drop and recreate the settings-dependent derived tables, empty (inside the caller's
+        transaction; recreating also follows a change of their definition).
+        """
+        conn.execute(f"DROP TABLE IF EXISTS {', '.join(DERIVED_TABLES)}")
+        for statement in _split(DERIVED):
+            conn.execute(statement)
 
     # -- transactions and the writer lock -------------------------------------------------------
 
@@ -540,22 +545,29 @@ class PostgresBackend:
 
     # -- engine-specific lookups -----------------------------------------------------------------
 
-    def terms_with_anchors(self, conn: Connection,
-                           anchors: Sequence[str]) -> list[tuple[str, str, int, int, int]]:
-        """``(term, kind, fh, sh, th)`` of every known term anchored at one of ``anchors``
-        (one query, ``= ANY``).
+    def terms_with_anchors(self, conn: Connection, anchors: Sequence[str],
+                           within: str | None = None) -> list[tuple[str, str, int, int, int]]:
+        """``(term, kind, fh, sh, th)`` of every known term anchored at one of ``anchors`` (a
+        sentence's 2- and 3-grams) whose next piece is ``''`` or one of them (one query,
+        ``= ANY``); with ``within`` (a short sentence), only terms it contains (``strpos``).
         """
         if not anchors:
             return []
-        rows = conn.execute("SELECT term, kind, fh, sh, th FROM terms WHERE anchor = ANY(?)",
-                            (list(anchors),)).fetchall()
+        grams = list(anchors)
+        query = ("SELECT term, kind, fh, sh, th FROM terms WHERE anchor = ANY(?)"
+                 " AND (next = '' OR next = ANY(?))")
+        params: list[object] = [grams, grams]
+        if within is not None:
+            query += " AND strpos(?, term) > 0"
+            params.append(within)
+        rows = conn.execute(query, params).fetchall()
         return [(str(r[0]), str(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows]
 
     def write_field_lines(self, conn: Connection,
                           lines: Sequence[tuple[int, int, int, str, str, str | None, int, int]],
-                          terms: Iterable[tuple[str, str, str, int, int, int]]) -> None:
+                          terms: Iterable[tuple[str, str, str, str, int, int, int]]) -> None:
         """Insert field lines ``(fh, sh, th, field, norm, value or None, line, content_id)``
-        and known terms ``(anchor, term, kind, fh, sh, th)`` (duplicates ignored), inside the
+        and known terms ``(anchor, next, term, kind, fh, sh, th)`` (duplicates ignored), inside the
         caller's transaction, as one ``unnest`` statement per batch of each.
         """
         for start in range(0, len(lines), UNNEST_BATCH):
@@ -568,8 +580,9 @@ class PostgresBackend:
         for start in range(0, len(rows), UNNEST_BATCH):
             chunk = rows[start:start + UNNEST_BATCH]
             conn.execute(
-                "INSERT INTO terms (anchor, term, kind, fh, sh, th)"
-                " SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::bigint[])"
+                "INSERT INTO terms (anchor, next, term, kind, fh, sh, th)"
+                " SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],"
+                " ?::bigint[])"
                 " ON CONFLICT DO NOTHING", [list(col) for col in zip(*chunk, strict=True)])
 
     def write_fields(self, conn: Connection, fields: Iterable[tuple[int, str]]) -> None:

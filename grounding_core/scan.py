@@ -25,9 +25,10 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import re
 import stat as stat_mod
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,7 +94,7 @@ class StatKey:
 class Candidate:
     """An evidence file to look at: its absolute path and the stat of what will be read."""
 
-    path: Path
+    path: str
     key: StatKey
 
 
@@ -153,16 +154,36 @@ def _walk(config: Config, top: Path, top_rel: str, listing: Listing) -> None:
         # string paths and one lstat per plain file: pathlib costs more than the walk itself
         prefix = dirpath[root_len:].lstrip(os.sep).replace(os.sep, "/")
         prefix = prefix + "/" if prefix else ""
+        matches = evidence_matcher(config)
         for name in sorted(filenames):
             rel = prefix + name
-            if not config.evidence_matches(rel):
+            if not matches(rel):
                 continue
-            _consider(config, root, Path(dirpath) / name, rel, listing, inodes)
+            _consider(config, root, os.path.join(dirpath, name), rel, listing, inodes)
 
 
-def _consider(config: Config, root: Path, full: Path, rel: str, listing: Listing,
+_SIMPLE_GLOB = re.compile(r"(?:\*\*/)?\*(\.[A-Za-z0-9_-]+)")
+
+
+def evidence_matcher(config: Config) -> Callable[[str], bool]:
+    """``config.evidence_matches`` (SPEC §2 globs), with a fast path for the usual globs:
+    when every glob is ``**/*.EXT`` or ``*.EXT`` (gitignore semantics: any depth), a path
+    matches exactly when its name ends with one of the extensions (compared with the
+    configured matcher in tests/core/test_scan_rules.py).
+    """
+    suffixes = []
+    for glob in config.evidence_globs:
+        match = _SIMPLE_GLOB.fullmatch(glob)
+        if match is None:
+            return config.evidence_matches
+        suffixes.append(match[1])
+    ends = tuple(suffixes)
+    return lambda rel: rel.endswith(ends)
+
+
+def _consider(config: Config, root: Path, full: str, rel: str, listing: Listing,
               inodes: dict[tuple[int, int], str]) -> None:
-    """Add one path (a file or a symlink) to ``listing``."""
+    """Add one path (a file or a symlink; ``full`` is its absolute path) to ``listing``."""
     try:
         lst = os.lstat(full)
     except OSError as exc:
@@ -174,22 +195,23 @@ def _consider(config: Config, root: Path, full: Path, rel: str, listing: Listing
         st = lst
     else:
         try:
-            target = Path(os.path.realpath(full, strict=True))
+            resolved = Path(os.path.realpath(full, strict=True))
         except OSError:
             listing.refused[rel] = file_finding("unreadable-evidence", "symlink is broken or loops; not read")
             return
-        if not target.is_relative_to(root):
+        if not resolved.is_relative_to(root):
             listing.refused[rel] = file_finding(
                 "unreadable-evidence",
-                f"symlink points outside the evidence root ({target}); refused, never read",
+                f"symlink points outside the evidence root ({resolved}); refused, never read",
                 "Copy the document into the evidence folder instead of linking to it.")
             return
-        rel_target = target.relative_to(root).as_posix()
+        rel_target = resolved.relative_to(root).as_posix()
         if any(part in SKIP_DIRS for part in rel_target.split("/")):
             return
         rel = rel_target
+        target = str(resolved)
         try:
-            st = target.stat()
+            st = os.stat(target)
         except OSError:
             return
     if not stat_mod.S_ISREG(st.st_mode):
@@ -239,7 +261,7 @@ def resolve_paths(config: Config, paths: Iterable[str]) -> Listing:
             _walk(config, full, rel, listing)
         elif config.evidence_matches(rel):
             listing.gone.add(rel)  # dropped unless it is (still) a candidate
-            _consider(config, root, full, rel, listing, inodes)
+            _consider(config, root, str(full), rel, listing, inodes)
     return listing
 
 
@@ -262,7 +284,7 @@ class Unstable(Exception):
     """The file kept changing while it was read (SPEC §4); nothing was indexed from it."""
 
 
-def read_stable(path: Path, attempts: int = READ_ATTEMPTS) -> tuple[bytes, StatKey]:
+def read_stable(path: str | Path, attempts: int = READ_ATTEMPTS) -> tuple[bytes, StatKey]:
     """The file's bytes and the stat key they belong to, read while it did not change.
 
     Raises :class:`Unstable` after ``attempts`` reads that each saw a change, and ``OSError``

@@ -25,7 +25,7 @@ from typing import Protocol
 from .backend import FIELD_HEAD, Backend, Connection, text_hash
 from .derived import parse_content
 from .events import Event
-from .evidence import EvidenceDocument
+from .evidence import EvidenceDocument, FrontMatter, parse_field_line
 from .index import (
     ConflictKey,
     IndexSnapshot,
@@ -38,7 +38,7 @@ from .index import (
     ValueGroup,
     VersionRecord,
 )
-from .text import VALUE_TRAILING_PUNCTUATION, normalize
+from .text import VALUE_TRAILING_PUNCTUATION, normalize, split_lines
 
 CACHE_ENTRIES = 4096
 """Entries per snapshot cache (versions by doc_id, key summaries, term verdicts)."""
@@ -47,6 +47,9 @@ DOCUMENT_CACHE_CHARS = 8_000_000
 """Parsed documents kept per store, by text size in code points (about 8 MB of text)."""
 
 GRAM_CHUNK = 20_000
+
+SHORT_SENTENCE = 2000
+"""Sentences up to this many code points have their candidate terms filtered by SQLite."""
 """Anchors sent per candidate-term query (a 1 MB sentence has up to 2M distinct grams)."""
 
 PUNCTUATION = VALUE_TRAILING_PUNCTUATION
@@ -143,16 +146,22 @@ class SnapshotCaches:
     versions: dict[str, dict[int, VersionRecord]] = field(default_factory=dict)
     summaries: dict[tuple[ConflictKey, dt.date, int], _Summary] = field(default_factory=dict)
     terms: dict[tuple[str, dt.date], bool] = field(default_factory=dict)
+    known: dict[tuple[str, dt.date], str | None] = field(default_factory=dict)
 
-    def inherit(self, doc_ids: set[str], keys: set[ConflictKey] | None) -> SnapshotCaches:
-        """The caches for a later snapshot: entries of ``doc_ids`` and ``keys`` dropped
-        (``keys`` None: every summary and term verdict dropped).
+    def inherit(self, doc_ids: set[str], keys: set[ConflictKey] | None,
+                terms: set[str] | None = None) -> SnapshotCaches:
+        """The caches for a later snapshot: entries of ``doc_ids``, ``keys`` and ``terms``
+        dropped, and known-term answers for sentences holding a changed term (``keys`` None:
+        every summary and term answer dropped).
         """
         versions = {d: v for d, v in self.versions.items() if d not in doc_ids}
-        if keys is None:
+        if keys is None or terms is None:
             return SnapshotCaches(versions, {}, {})
         summaries = {k: v for k, v in self.summaries.items() if k[0] not in keys}
-        return SnapshotCaches(versions, summaries, {})
+        verdicts = {k: v for k, v in self.terms.items() if k[0] not in terms}
+        changed = [t for t in terms if len(t) >= 2]
+        known = {k: v for k, v in self.known.items() if not any(t in k[0] for t in changed)}
+        return SnapshotCaches(versions, summaries, verdicts, known)
 
 
 def _put(cache: dict, key: object, value: object) -> None:  # type: ignore[type-arg]
@@ -235,7 +244,7 @@ class SqlSnapshot(IndexSnapshot):
         rows = self._rows(
             "SELECT v.content_id, v.version, v.sha256, v.path, v.declared, v.status,"
             " v.effective_from, v.effective_until, v.title, v.subject, v.line_count,"
-            " v.first_sha256, v.current_to,"
+            " v.first_sha256, v.current_to, v.front_end,"
             " (SELECT r.seq FROM revocations AS r WHERE r.content_id = v.content_id AND r.seq <= ?"
             "  ORDER BY r.seq DESC LIMIT 1),"
             " (SELECT r.reason FROM revocations AS r WHERE r.content_id = v.content_id AND r.seq <= ?"
@@ -251,7 +260,7 @@ class SqlSnapshot(IndexSnapshot):
             if current_to is not None and int(str(current_to)) <= n:
                 continue  # replaced by a later import of this version
             content_id = int(str(r[0]))
-            revoked_at = r[13]
+            revoked_at = r[14]
             shas = history[version]
             previous: list[str] = []
             for old, new in zip(shas, shas[1:], strict=False):
@@ -260,15 +269,22 @@ class SqlSnapshot(IndexSnapshot):
             out[version] = VersionRecord(
                 doc_id=doc_id, version=version, sha256=str(r[2]), path=str(r[3]),
                 declared=bool(r[4]), content_id=content_id, revoked=revoked_at is not None,
-                reason=str(r[14]) if revoked_at is not None else "",
+                reason=str(r[15]) if revoked_at is not None else "",
                 seq=max(content_id, int(str(revoked_at)) if revoked_at is not None else 0),
                 previous_shas=tuple(previous), status=str(r[5]),
                 effective_from=_date(r[6]), effective_until=_date(r[7]), title=str(r[8]),
                 subject=str(r[9]) or None, line_count=int(str(r[10])), first_sha256=str(r[11]),
+                front_end=int(str(r[13])),
             )
         return out
 
     def document(self, record: VersionRecord) -> EvidenceDocument:
+        """The version's text as a parsed document, from the bounded cache or the log.
+
+        A record read from this store carries its front-matter facts, so the document is
+        rebuilt from them and the split lines without running YAML again; any other record
+        is parsed from its text (:func:`grounding_core.derived.parse_content`).
+        """
         docs = self._source.documents
         doc = docs.get(record.content_id)
         if doc is None:
@@ -279,7 +295,19 @@ class SqlSnapshot(IndexSnapshot):
                 raise KeyError(f"{record.doc_id}@{record.version}: no content {record.content_id}")
             event = Event(int(row[0]), "import", str(row[2]), int(row[3]), str(row[4]), str(row[5]),
                           str(row[6]), bool(row[7]))
-            doc = parse_content(event, self.settings)
+            if record.front_end >= 0 and record.line_count >= 0:
+                settings = self.settings
+                front = FrontMatter(
+                    end_line=record.front_end, doc_id=record.doc_id,
+                    subject=record.subject, title=record.title or None,
+                    version=record.version if record.declared else None, status=record.status,
+                    effective_from=record.effective_from, effective_until=record.effective_until)
+                doc = EvidenceDocument(
+                    path=event.path, sha256=event.sha256, text=event.text, lines=tuple(split_lines(event.text)),
+                    front=front, doc_id=record.doc_id, separators=settings.separators,
+                    subject_fields=settings.subject_fields)
+            else:
+                doc = parse_content(event, self.settings)
             docs.put(record.content_id, doc)
         return doc
 
@@ -411,10 +439,11 @@ class SqlSnapshot(IndexSnapshot):
         if record is None or not self.is_active(record, today):
             return None
         doc = self.document(record)
-        fl = None if doc.is_front_matter_line(line) else doc.field_lines.get(line)
-        if fl is None or (doc.subject, fl.field) != key:
+        fl = None if doc.is_front_matter_line(line) or not 0 < line <= len(doc.lines) else \
+            parse_field_line(doc.lines[line - 1], doc.separators)
+        if fl is None or (record.subject, fl.field) != key:
             return None
-        return KeyedLine(doc_id, version, line, doc.subject, fl.field, fl.value, record.path)
+        return KeyedLine(doc_id, version, line, record.subject, fl.field, fl.value, record.path)
 
     def subjects_with_field(self, field_name: str, today: dt.date) -> list[str | None]:
         """Skip-scan over the field's subject hashes (one seek each, then an EXISTS)."""
@@ -478,8 +507,12 @@ class SqlSnapshot(IndexSnapshot):
         holders: dict[str, set[tuple[str, int, int, int]]] = {}
         conn = self._conn()
         backend = self._source.backend
+        # a short sentence filters candidates in SQL (instr); a long one in Python (str.find
+        # is linear, SQLite's instr is not)
+        within = sentence if size <= SHORT_SENTENCE and sql_text(sentence) is not None else None
         for start in range(0, len(grams), GRAM_CHUNK):
-            for term, kind, fh, sh, th in backend.terms_with_anchors(conn, grams[start:start + GRAM_CHUNK]):
+            for term, kind, fh, sh, th in backend.terms_with_anchors(conn, grams[start:start + GRAM_CHUNK],
+                                                                    within):
                 holders.setdefault(term, set()).add((kind, fh, sh, th))
         found = []
         for term, held in holders.items():
@@ -529,10 +562,17 @@ class SqlSnapshot(IndexSnapshot):
         return verdict
 
     def known_term_in(self, sentence: str, today: dt.date) -> str | None:
+        key = (sentence, today)
+        if key in self._caches.known:
+            return self._caches.known[key]
+        found = None
         for _, _, term, held in self._candidates(sentence):
             if self._term_active(term, held, today):
-                return term
-        return None
+                found = term
+                break
+        if len(sentence) <= 2000:  # sentences as typed; a megabyte one is not kept
+            _put(self._caches.known, key, found)
+        return found
 
     def lines_with_value_in(self, sentence: str, today: dt.date, limit: int = 50) -> list[KeyedLine]:
         """Longest value first, then (doc_id, version, line); values of at least 2 code points."""
@@ -557,20 +597,30 @@ class SqlSnapshot(IndexSnapshot):
     # -- corpus-wide ---------------------------------------------------------------------------
 
     def changed_keys(self, since: int, today: dt.date) -> list[ConflictKey] | None:
+        keys, _terms = self.changed_since(since)
+        return sorted(keys, key=lambda k: (k[1], k[0] or ""))
+
+    def changed_since(self, since: int) -> tuple[set[ConflictKey], set[str]]:
+        """The conflict keys and known terms (SPEC §7.6 forms) of the contents whose activity
+        changed between ``replay(since)`` and this snapshot: what cached answers may differ.
+        """
         n = self.seq
+        keys: set[ConflictKey] = set()
+        terms: set[str] = set()
         if since >= n:
-            return []
+            return keys, terms
         rows = self._rows(
             "SELECT content_id, doc_id, version FROM versions WHERE"
             " (active_from > ? AND active_from <= ?) OR (active_to > ? AND active_to <= ?)",
             (since, n, since, n))
-        keys: set[ConflictKey] = set()
         for cid, doc_id, version in rows:
             record = VersionRecord(str(doc_id), int(str(version)), "", "", False, int(str(cid)))
             doc = self.document(record)
-            keys.update((doc.subject, fl.field) for fl in doc.field_lines.values()
-                        if fl.field not in self._meta)
-        return sorted(keys, key=lambda k: (k[1], k[0] or ""))
+            for fl in doc.field_lines.values():
+                keys.add((doc.subject, fl.field))
+                terms.add(normalize(fl.field))
+                terms.add(normalize(fl.value).rstrip(PUNCTUATION))
+        return keys, terms
 
     def conflicting_keys(self, today: dt.date) -> list[ConflictKey]:
         active, params = self._active(today)

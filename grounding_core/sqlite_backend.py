@@ -30,8 +30,10 @@ Schema (``PRAGMA user_version`` = :data:`LAYOUT`; older layouts are migrated on 
   that reaches it, which made a 12,000-character value quadratic).
 - ``terms`` — the known-term dictionary of GR110 (SPEC §7.6): each value term (kind ``v``)
   with the hashes of the key holding it, and each normalised field name (kind ``f``), with
-  its *anchor* (first 3 code points; a 2-code-point term is its own), indexed by anchor: the
-  terms a sentence can hold are those anchored at one of its 2- or 3-grams.
+  its *anchor* (first 3 code points; a 2-code-point term is its own) and *next* (code points
+  4-6 of a term of 6 or more, else ``''``), indexed by anchor: the terms a sentence can hold
+  are those anchored at one of its 2- or 3-grams whose next piece is also one of its 3-grams
+  (a common start such as ``南广场`` no longer brings thousands of candidates).
 - ``fields`` — every field name by its hash, with its first 8 code points (prefix lookups
   for GR109's "did you mean").
 - ``files`` — scan bookkeeping per evidence path: the stat key (size, mtime, ctime, inode),
@@ -54,9 +56,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from .backend import FIELD_HEAD, Connection, FtsHit, text_hash
+from .backend import DERIVED_VERSION, FIELD_HEAD, Connection, FtsHit, text_hash
 
-__all__ = ["FIELD_HEAD", "LINE_BITS", "LINE_MASK", "SqliteBackend", "fts_string", "text_hash"]
+__all__ = ["DERIVED_VERSION", "FIELD_HEAD", "LINE_BITS", "LINE_MASK", "SqliteBackend", "fts_string", "text_hash"]
 
 LAYOUT = 2
 """``PRAGMA user_version`` of this schema (1: the FTS-only layout before derived tables)."""
@@ -132,13 +134,14 @@ CREATE TABLE IF NOT EXISTS field_lines (
 CREATE INDEX IF NOT EXISTS field_lines_key ON field_lines (fh, sh, th);
 CREATE TABLE IF NOT EXISTS terms (
   anchor TEXT NOT NULL,
+  next TEXT NOT NULL,
   term TEXT NOT NULL,
   kind TEXT NOT NULL,
   fh INTEGER NOT NULL,
   sh INTEGER NOT NULL,
   th INTEGER NOT NULL
 );
-CREATE UNIQUE INDEX IF NOT EXISTS terms_anchor ON terms (anchor, th, kind, fh, sh);
+CREATE UNIQUE INDEX IF NOT EXISTS terms_anchor ON terms (anchor, next, th, kind, fh, sh);
 CREATE TABLE IF NOT EXISTS fields (
   fh INTEGER PRIMARY KEY,
   head TEXT NOT NULL,
@@ -285,9 +288,12 @@ class SqliteBackend:
         return rebuild
 
     def clear_derived(self, conn: Connection) -> None:
-        """Empty the settings-dependent derived tables (inside the caller's transaction)."""
+        """Drop and recreate the settings-dependent derived tables, empty (inside the caller's
+        transaction; recreating also follows a change of their definition).
+        """
         for table in DERIVED_TABLES:
-            conn.execute(f"DELETE FROM {table}")
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+        _statements(conn, DERIVED)
 
     # -- transactions --------------------------------------------------------------------------
 
@@ -349,32 +355,36 @@ class SqliteBackend:
 
     # -- SQLite-only lookups -------------------------------------------------------------------
 
-    def terms_with_anchors(self, conn: Connection,
-                           anchors: Sequence[str]) -> list[tuple[str, str, int, int, int]]:
-        """``(term, kind, fh, sh, th)`` of every known term anchored at one of ``anchors``
-        (one query, ``json_each``).
+    def terms_with_anchors(self, conn: Connection, anchors: Sequence[str],
+                           within: str | None = None) -> list[tuple[str, str, int, int, int]]:
+        """``(term, kind, fh, sh, th)`` of every known term anchored at one of ``anchors`` (a
+        sentence's 2- and 3-grams) whose next piece is ``''`` or one of the 3-grams (one
+        query, ``json_each``); with ``within`` (a short sentence), only terms it contains.
         """
         if not anchors:
             return []
-        rows = conn.execute(
-            "SELECT t.term, t.kind, t.fh, t.sh, t.th FROM json_each(?) AS j JOIN terms AS t ON t.anchor = j.value",
-            (json.dumps(list(anchors), ensure_ascii=False),),
-        ).fetchall()
-        return [(str(r[0]), str(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows]
+        grams = json.dumps(list(anchors), ensure_ascii=False)
+        sql = ("SELECT t.term, t.kind, t.fh, t.sh, t.th FROM json_each(?) AS j JOIN terms AS t ON t.anchor = j.value"
+               " WHERE (t.next = '' OR t.next IN (SELECT value FROM json_each(?)))")
+        params: tuple[str, ...] = (grams, grams)
+        if within is not None:
+            sql += " AND instr(?, t.term) > 0"
+            params = (*params, within)
+        return [(str(r[0]), str(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in conn.execute(sql, params).fetchall()]
 
     def write_field_lines(self, conn: Connection,
                           lines: Sequence[tuple[int, int, int, str, str, str | None, int, int]],
-                          terms: Iterable[tuple[str, str, str, int, int, int]]) -> None:
+                          terms: Iterable[tuple[str, str, str, str, int, int, int]]) -> None:
         """Insert field lines ``(fh, sh, th, field, norm, value or None, line, content_id)``
-        and known terms ``(anchor, term, kind, fh, sh, th)`` (duplicates ignored), inside the
+        and known terms ``(anchor, next, term, kind, fh, sh, th)`` (duplicates ignored), inside the
         caller's transaction, each in index order (every index page is visited once per
         batch, not once per row).
         """
         ordered_lines = sorted(lines, key=lambda r: (r[0], r[1], r[2]))
-        ordered_terms = sorted(terms, key=lambda r: (r[0], r[5], r[2], r[3], r[4]))
+        ordered_terms = sorted(terms, key=lambda r: (r[0], r[1], r[6], r[3], r[4], r[5]))
         conn.executemany("INSERT INTO field_lines (fh, sh, th, field, norm, value, line, content_id)"
                          " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", ordered_lines)
-        conn.executemany("INSERT INTO terms (anchor, term, kind, fh, sh, th) VALUES (?, ?, ?, ?, ?, ?)"
+        conn.executemany("INSERT INTO terms (anchor, next, term, kind, fh, sh, th) VALUES (?, ?, ?, ?, ?, ?, ?)"
                          " ON CONFLICT DO NOTHING", ordered_terms)
 
     def write_fields(self, conn: Connection, fields: Iterable[tuple[int, str]]) -> None:
@@ -435,7 +445,7 @@ def _hit(row: Sequence[object]) -> FtsHit:
     return (str(row[0]), int(str(row[1])), int(str(row[2])), str(row[3]), float(str(row[4])))
 
 
-def _statements(conn: sqlite3.Connection, script: str) -> None:
+def _statements(conn: Connection, script: str) -> None:
     """Run a script of plain statements inside the caller's transaction (``executescript``
     would commit it first). No statement may hold a ``;`` of its own (no triggers).
     """

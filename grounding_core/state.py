@@ -516,4 +516,5 @@ def _index_record(state: IndexState, record: VersionRecord) -> IndexRecord:
         effective_from=doc.front.effective_from, effective_until=doc.front.effective_until,
         title=doc.title, subject=doc.subject, line_count=len(doc.lines),
         first_sha256=record.previous_shas[0] if record.previous_shas else record.sha256,
+        front_end=doc.front.end_line,
     )

@@ -29,7 +29,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -267,8 +267,8 @@ class Store:
                 docs = {str(r[0]) for r in self.backend.reader().execute(
                     "SELECT DISTINCT doc_id FROM events WHERE seq > ? AND seq <= ?",
                     (latest.seq, count)).fetchall()}
-                keys = fresh.changed_keys(latest.seq, dt.date.today())
-                caches = latest.caches.inherit(docs, set(keys) if keys is not None else None)
+                keys, terms = fresh.changed_since(latest.seq)
+                caches = latest.caches.inherit(docs, keys, terms)
             snapshot = SqlSnapshot(self, count, caches)
             self._latest = (derivation, snapshot)
             return snapshot
@@ -577,7 +577,9 @@ class _Scan:
         self.result = ScanResult(snapshot=None, full=listing.full)  # type: ignore[arg-type]
         self.rows: dict[str, FileRow] = {}
         """Rows after this scan, for every path looked at (absent: the path is gone)."""
-        self.old: dict[str, FileRow] = {}
+        self.old = _OldRows({})
+        self.same: set[str] = set()
+        """Paths whose row did not change (kept in ``old``, not copied into ``rows``)."""
         self.fresh: dict[str, EvidenceDocument] = {}
         self._by_doc: dict[str, list[FileRow]] | None = None
         """Rows by doc_id (built on first use, after the reads; reset when a row changes)."""
@@ -597,7 +599,7 @@ class _Scan:
                 upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
                 rows.extend(self.conn.execute(f"SELECT {cols} FROM files WHERE path >= ? AND path < ?",
                                               (prefix, upper)).fetchall())
-        self.old = {str(r[0]): _row(r) for r in rows}
+        self.old = _OldRows({str(r[0]): tuple(r) for r in rows})
 
     def _read(self, rel: str, candidate: scanning.Candidate) -> None:
         """Read one changed file into ``self.rows`` / ``self.fresh`` (or report it)."""
@@ -609,9 +611,8 @@ class _Scan:
             return  # deleted between the walk and the read: treated as absent
         except Unstable:
             self.result.unstable.append(rel)
-            old = self.old.get(rel)
-            if old is not None:
-                self.rows[rel] = old  # keeps what was indexed; read again next scan
+            if rel in self.old:
+                self.same.add(rel)  # keeps what was indexed; read again next scan
             else:
                 self.rows[rel] = FileRow(rel, -1, 0, 0, 0, "", None, None, None)
             return
@@ -659,9 +660,8 @@ class _Scan:
         now = scanning.now_ns()
         for rel in todo:
             candidate = self.listing.candidates[rel]
-            old = self.old.get(rel)
-            if old is not None and old.matches(candidate.key):
-                self.rows[rel] = old
+            if self.old.matches(rel, candidate.key):
+                self.same.add(rel)
                 done += 1
             elif candidate.key.fresh(now) and not candidate.key.coarse:
                 waiting[rel] = candidate
@@ -688,43 +688,53 @@ class _Scan:
                     waiting[rel] = scanning.Candidate(candidate.path, key)  # changed again: wait
                     continue
                 del waiting[rel]
-                old = self.old.get(rel)
-                if old is not None and old.matches(key):
-                    self.rows[rel] = old
+                if self.old.matches(rel, key):
+                    self.same.add(rel)
                     continue
                 read(rel, scanning.Candidate(candidate.path, key))
         for rel in sorted(waiting):
             self.result.unstable.append(rel)
-            old = self.old.get(rel)
-            self.rows[rel] = old if old is not None else FileRow(rel, -1, 0, 0, 0, "", None, None, None)
+            if rel in self.old:
+                self.same.add(rel)  # keeps what was indexed; read again next scan
+            else:
+                self.rows[rel] = FileRow(rel, -1, 0, 0, 0, "", None, None, None)
         for rel, finding in self.listing.refused.items():
             row = FileRow(rel, -1, 0, 0, 0, "", None, None, finding_dict(finding))
             old = self.old.get(rel)
-            self.rows[rel] = old if old is not None and row.same_file(old) else row
+            if old is not None and row.same_file(old):
+                self.same.add(rel)
+            else:
+                self.rows[rel] = row
 
     def _exists(self, path: str) -> bool:
         """A files row (not a refused path) exists for ``path`` after this scan."""
         if path in self.rows:
             return self.rows[path].read
+        if path in self.same:
+            return self.old[path].read
         if path in self.old or self.listing.full:
             return False  # looked at and gone (a full walk looks at every path)
         row = self.conn.execute("SELECT sha256 FROM files WHERE path = ?", (path,)).fetchone()
         return row is not None and row[0] != ""
 
     def _group(self, doc_id: str) -> list[FileRow]:
-        """Every indexable file of ``doc_id`` after this scan."""
+        """Every indexable file of ``doc_id`` after this scan: the stored rows (the ``files``
+        table still holds the state before this scan) minus the paths that changed or went
+        away, plus the changed rows.
+        """
         if self._by_doc is None:
             self._by_doc = {}
             for row in self.rows.values():
                 if row.doc_id is not None:
                     self._by_doc.setdefault(row.doc_id, []).append(row)
         out: dict[str, FileRow] = {}
-        if not self.listing.full:
-            cols = "path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version, problem, findings"
-            for r in self.conn.execute(f"SELECT {cols} FROM files WHERE doc_id = ?", (doc_id,)).fetchall():
-                path = str(r[0])
-                if path not in self.old and path not in self.rows:
-                    out[path] = _row(r)
+        cols = "path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version, problem, findings"
+        for r in self.conn.execute(f"SELECT {cols} FROM files WHERE doc_id = ?", (doc_id,)).fetchall():
+            path = str(r[0])
+            if path in self.rows:
+                continue
+            if path in self.same or (path not in self.old and not self.listing.full):
+                out[path] = self.old[path] if path in self.old else _row(r)
         for row in self._by_doc.get(doc_id, ()):
             out[row.path] = row
         return [r for r in out.values() if r.indexable]
@@ -734,7 +744,7 @@ class _Scan:
     def run(self) -> ScanResult:
         self._load_rows()
         self._read_changed()
-        removed = [p for p in self.old if p not in self.rows]
+        removed = [p for p in self.old if p not in self.rows and p not in self.same]
         if not self.listing.full:
             removed = [p for p in removed if p in self.listing.gone
                        or any(p.startswith(pre) for pre in self.listing.gone_prefixes)]
@@ -748,9 +758,8 @@ class _Scan:
         if full is not None:
             affected.update(str(r[0]) for r in self.conn.execute("SELECT DISTINCT doc_id FROM versions").fetchall())
             affected.update(r.doc_id for r in self.rows.values() if r.doc_id is not None)
-            if not self.listing.full:
-                affected.update(str(r[0]) for r in self.conn.execute(
-                    "SELECT DISTINCT doc_id FROM files WHERE doc_id IS NOT NULL").fetchall())
+            affected.update(str(r[0]) for r in self.conn.execute(
+                "SELECT DISTINCT doc_id FROM files WHERE doc_id IS NOT NULL").fetchall())
         view = _WriterView(self.store, self.conn)
         self._refuse_lowered_versions(view, affected)
         groups = {d: self._group(d) for d in sorted(affected)}
@@ -896,13 +905,14 @@ class _Scan:
         if removed:
             conn.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in removed])
             result.findings_changed.extend(p for p in removed if self.old[p].findings)
-        recompute = set(touched) | {r.path for g in groups.values() for r in g}
+        group_rows = {r.path: r for g in groups.values() for r in g}
+        recompute = set(touched) | set(group_rows)
         recompute |= {p for p in self.rows if p not in self.old} | set(result.unstable)
         writes: list[FileRow] = []
         for path in sorted(recompute):
             row = self.rows.get(path)
             if row is None:
-                row = next((r for g in groups.values() for r in g if r.path == path), None)
+                row = self.old[path] if path in self.old else group_rows.get(path)
                 if row is None:
                     continue
             findings: list[Finding] = []
@@ -939,16 +949,53 @@ class _Scan:
             [(r.path, r.size, r.mtime_ns, r.ctime_ns, r.inode, r.sha256, r.doc_id, r.declared_version,
               json.dumps(r.problem, ensure_ascii=False) if r.problem else None,
               json.dumps(list(r.findings), ensure_ascii=False) if r.findings else None) for r in writes])
-        shown = self.rows if self.listing.full else {
-            p: r for p, r in self.rows.items() if p in self.listing.candidates or p in self.listing.refused
-            or p in result.findings_changed}
-        result.evidence = {p: [finding_of(d) for d in r.findings] for p, r in sorted(shown.items())
-                           if p not in removed}
+        changed_findings = set(result.findings_changed)
+        paths = set(self.rows) | self.same
         if not self.listing.full:
-            for path in result.findings_changed:
-                if path not in result.evidence and path in self.rows:
-                    result.evidence[path] = [finding_of(d) for d in self.rows[path].findings]
+            paths = {p for p in paths if p in self.listing.candidates or p in self.listing.refused
+                     or p in changed_findings}
+        evidence: dict[str, list[Finding]] = {}
+        for path in sorted(paths):
+            row = self.rows.get(path)
+            evidence[path] = ([finding_of(d) for d in row.findings] if row is not None
+                              else self.old.findings(path))
+        result.evidence = evidence
         result.findings_changed.sort()
+
+
+class _OldRows(Mapping[str, FileRow]):
+    """The ``files`` rows a scan started from, converted to :class:`FileRow` only when asked
+    (a warm full walk of 30,000 unchanged files compares stat keys and builds no objects).
+    """
+
+    def __init__(self, raw: dict[str, tuple[Any, ...]]) -> None:
+        self._raw = raw
+        self._rows: dict[str, FileRow] = {}
+
+    def __getitem__(self, path: str) -> FileRow:
+        row = self._rows.get(path)
+        if row is None:
+            row = self._rows[path] = _row(self._raw[path])
+        return row
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._raw
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def matches(self, path: str, key: StatKey) -> bool:
+        """The row of ``path`` has this stat key (and is not marked for re-reading)."""
+        raw = self._raw.get(path)
+        return raw is not None and raw[1] >= 0 and (raw[1], raw[2], raw[3], raw[4]) == (
+            key.size, key.mtime_ns, key.ctime_ns, key.inode)
+
+    def findings(self, path: str) -> list[Finding]:
+        raw = self._raw[path][9]
+        return [finding_of(d) for d in json.loads(raw)] if raw else []
 
 
 def _row(r: tuple[Any, ...]) -> FileRow:

@@ -20,7 +20,7 @@ from .conflicts import GateResult, check_keys
 from .drafts import ContextSpec, ContextUnitSpec, ParsedDraft, parse_context_log
 from .evidence import EvidenceDocument, parse_field_line, split_marker
 from .index import ConflictKey, IndexSnapshot, VersionRecord
-from .model import FIRST_LINE, Claim, DraftReport, Edit, Finding, Location, Span, Status
+from .model import FIRST_LINE, Claim, DraftReport, Edit, FieldLine, Finding, Location, Span, Status
 from .text import (
     describe_difference,
     has_letter_or_digit,
@@ -394,10 +394,10 @@ def _check_claim(
         return result
     line_text = doc.lines[ref.line - 1]
     result.line_text = line_text
-    field_line = None if doc.is_front_matter_line(ref.line) else doc.field_lines.get(ref.line)
+    field_line = line_field(doc, ref.line)
     if field_line is not None:
         result.field, result.value = field_line.field, field_line.value
-    result.subject = doc.subject
+    result.subject = record_subject(doc, record)
     related = (Location(config.evidence_display(record.path), ref.line, line_text),)
     hex_text = claim.hash_prefix or ""
     if not record.sha256.startswith(hex_text) or (claim.json_sha256 is not None and record.sha256 != hex_text):
@@ -464,6 +464,23 @@ def _check_claim(
         return result
     result.valid = not meta
     return result
+
+
+def line_field(doc: EvidenceDocument, line: int) -> FieldLine | None:
+    """The field of one 1-based body line (SPEC §3), without parsing every line of ``doc``:
+    :func:`parse_field_line` with the document's separators (the same rule as
+    ``doc.field_lines``); None for front matter and lines that are not field lines.
+    """
+    if doc.is_front_matter_line(line) or not 0 < line <= len(doc.lines):
+        return None
+    return parse_field_line(doc.lines[line - 1], doc.separators)
+
+
+def record_subject(doc: EvidenceDocument, record: VersionRecord) -> str | None:
+    """The version's subject (SPEC §3): from the record when the index knows it (SQL store),
+    else from the document (which may read every field line to find it).
+    """
+    return record.subject if record.line_count >= 0 else doc.subject
 
 
 def _reanchor(claim: Claim, state: IndexSnapshot, current: VersionRecord,

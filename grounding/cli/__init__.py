@@ -184,7 +184,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     reports = ws.check_all(paths, snapshot)
     if args.fix:
         reports = _apply_fixes(ws, reports, snapshot)
-    evidence = {ws.config.evidence_display(p): fs for p, fs in sorted(scan.evidence.items())}
+    display = _evidence_display(ws)
+    # text output names only files with findings; JSON and SARIF list every evidence file
+    evidence = {display(p): fs for p, fs in sorted(scan.evidence.items()) if fs or args.format != "text"}
     if args.format == "json":
         print(json.dumps(report_json(reports, evidence), ensure_ascii=False, indent=1))
     elif args.format == "sarif":
@@ -194,6 +196,19 @@ def cmd_check(args: argparse.Namespace) -> int:
     errors = sum(r.error_count for r in reports) + sum(
         1 for fs in evidence.values() for f in fs if f.effective_severity is Severity.ERROR)
     return EXIT_ERRORS if errors else EXIT_OK
+
+
+def _evidence_display(ws: Workspace) -> Any:
+    """``config.evidence_display`` for many paths: a prefix when the evidence folder is inside
+    the root (the usual case), else the general conversion.
+    """
+    config = ws.config
+    try:
+        prefix = config.evidence_root.relative_to(config.root).as_posix()
+    except ValueError:
+        return config.evidence_display
+    head = "" if prefix == "." else prefix + "/"
+    return lambda rel: head + rel
 
 
 def _draft_paths(ws: Workspace, paths: list[Path]) -> list[str] | None:

@@ -476,9 +476,9 @@ def test_file_deleted_while_being_read_is_treated_as_absent(
     (ws.config.evidence_root / "new.md").write_text("- 时间：周六\n", encoding="utf-8")
     real_read = scan_module.read_stable
 
-    def delete_then_read(path: Path, *args: Any) -> Any:
-        if path.name in ("gone.md", "new.md"):
-            path.unlink()
+    def delete_then_read(path: str, *args: Any) -> Any:
+        if os.path.basename(path) in ("gone.md", "new.md"):
+            os.unlink(path)
         return real_read(path, *args)
 
     monkeypatch.setattr(scan_module, "read_stable", delete_then_read)
