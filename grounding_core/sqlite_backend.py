@@ -285,21 +285,29 @@ class SqliteBackend:
     # -- SQLite-only lookups -------------------------------------------------------------------
 
     def terms_with_anchors(self, conn: sqlite3.Connection, anchors: Sequence[str],
-                           within: str | None = None) -> list[tuple[str, str, int, int, int]]:
-        """``(term, kind, fh, sh, th)`` of every known term anchored at one of ``anchors`` (a
-        sentence's 2- and 3-grams) whose next piece is ``''`` or one of the 3-grams (one
-        query, ``json_each``); with ``within`` (a short sentence), only terms it contains.
+                           within: str | None = None,
+                           nexts: Sequence[str] | None = None) -> list[tuple[str, str, str, int, int, int]]:
+        """``(term, next, kind, fh, sh, th)`` of every known term anchored at one of
+        ``anchors`` (a sentence's 2- and 3-grams), in one query (``json_each``). With
+        ``nexts`` (the sentence's 3-grams), only terms whose next piece is ``''`` or one of
+        them; with ``within`` (a short sentence), only terms it contains.
         """
         if not anchors:
             return []
-        grams = json.dumps(list(anchors), ensure_ascii=False)
-        sql = ("SELECT t.term, t.kind, t.fh, t.sh, t.th FROM json_each(?) AS j JOIN terms AS t ON t.anchor = j.value"
-               " WHERE (t.next = '' OR t.next IN (SELECT value FROM json_each(?)))")
-        params: tuple[str, ...] = (grams, grams)
+        sql = ("SELECT t.term, t.next, t.kind, t.fh, t.sh, t.th FROM json_each(?) AS j"
+               " JOIN terms AS t ON t.anchor = j.value")
+        params: tuple[str, ...] = (json.dumps(list(anchors), ensure_ascii=False),)
+        where = []
+        if nexts is not None:
+            where.append("(t.next = '' OR t.next IN (SELECT value FROM json_each(?)))")
+            params = (*params, json.dumps(list(nexts), ensure_ascii=False))
         if within is not None:
-            sql += " AND instr(?, t.term) > 0"
+            where.append("instr(?, t.term) > 0")
             params = (*params, within)
-        return [(str(r[0]), str(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in conn.execute(sql, params)]
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        return [(str(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]), int(r[5]))
+                for r in conn.execute(sql, params)]
 
     def write_field_lines(self, conn: sqlite3.Connection,
                           lines: Sequence[tuple[int, int, int, str, str, str | None, int, int]],
