@@ -338,7 +338,7 @@ class _Scan:
         self.result = ScanResult(snapshot=None, full=listing.full)  # type: ignore[arg-type]
         self.rows: dict[str, FileRow] = {}
         """Rows after this scan, for every path looked at (absent: the path is gone)."""
-        self.old = _OldRows({})
+        self.old = _OldRows({}, conn)
         self.same: set[str] = set()
         """Paths whose row did not change (kept in ``old``, not copied into ``rows``)."""
         self.fresh = DocumentCache(FRESH_CHARS)
@@ -353,8 +353,9 @@ class _Scan:
 
     def _load_rows(self) -> None:
         cols = "path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version, problem, findings"
-        if self.listing.full:
-            rows = self.conn.execute(f"SELECT {cols} FROM files").fetchall()
+        if self.listing.full:  # the stat keys only; a row is read whole when it is needed
+            rows = self.conn.execute("SELECT path, size, mtime_ns, ctime_ns, inode, NULL, NULL, NULL, NULL,"
+                                     " findings, 1 FROM files").fetchall()
         else:
             wanted = set(self.listing.candidates) | set(self.listing.refused) | self.listing.gone
             rows = []
@@ -364,7 +365,7 @@ class _Scan:
                 upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
                 rows.extend(self.conn.execute(f"SELECT {cols} FROM files WHERE path >= ? AND path < ?",
                                               (prefix, upper)).fetchall())
-        self.old = _OldRows({str(r[0]): tuple(r) for r in rows})
+        self.old = _OldRows({str(r[0]): tuple(r) for r in rows}, self.conn)
 
     def _read(self, rel: str, candidate: scanning.Candidate) -> None:
         """Read one changed file into ``self.rows`` / ``self.fresh`` (or report it)."""
@@ -730,14 +731,20 @@ class _OldRows(Mapping[str, FileRow]):
     (a warm full walk of 30,000 unchanged files compares stat keys and builds no objects).
     """
 
-    def __init__(self, raw: dict[str, tuple[Any, ...]]) -> None:
+    def __init__(self, raw: dict[str, tuple[Any, ...]], conn: sqlite3.Connection | None = None) -> None:
         self._raw = raw
+        self._conn = conn
         self._rows: dict[str, FileRow] = {}
 
     def __getitem__(self, path: str) -> FileRow:
         row = self._rows.get(path)
         if row is None:
-            row = self._rows[path] = _row(self._raw[path])
+            raw = self._raw[path]
+            if len(raw) > 10 and self._conn is not None:  # loaded as a stat key only
+                raw = self._conn.execute(
+                    "SELECT path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version, problem,"
+                    " findings FROM files WHERE path = ?", (path,)).fetchone()
+            row = self._rows[path] = _row(raw)
         return row
 
     def __contains__(self, path: object) -> bool:
