@@ -294,18 +294,18 @@ class SqliteBackend:
         """
         if not anchors:
             return []
-        sql = ("SELECT t.term, t.next, t.kind, t.fh, t.sh, t.th FROM json_each(?) AS j"
-               " JOIN terms AS t ON t.anchor = j.value")
-        params: tuple[str, ...] = (json.dumps(list(anchors), ensure_ascii=False),)
-        where = []
-        if nexts is not None:
-            where.append("(t.next = '' OR t.next IN (SELECT value FROM json_each(?)))")
-            params = (*params, json.dumps(list(nexts), ensure_ascii=False))
-        if within is not None:
-            where.append("instr(?, t.term) > 0")
-            params = (*params, within)
-        if where:
-            sql += " WHERE " + " AND ".join(where)
+        select = "SELECT t.term, t.next, t.kind, t.fh, t.sh, t.th FROM json_each(?) AS j"
+        grams = json.dumps(list(anchors), ensure_ascii=False)
+        tail, extra = ("", ()) if within is None else (" WHERE instr(?, t.term) > 0", (within,))
+        if nexts is None:
+            sql = select + " JOIN terms AS t ON t.anchor = j.value" + tail
+            params: tuple[str, ...] = (grams, *extra)
+        else:  # index seeks on (anchor, next): terms without a next piece, then the pairs
+            threes = json.dumps(list(nexts), ensure_ascii=False)
+            sql = (select + " JOIN terms AS t ON t.anchor = j.value AND t.next = ''" + tail
+                   + " UNION ALL " + select + " CROSS JOIN json_each(?) AS k"  # CROSS: j, k, then t
+                   " CROSS JOIN terms AS t ON t.anchor = j.value AND t.next = k.value" + tail)
+            params = (grams, *extra, threes, threes, *extra)
         return [(str(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]), int(r[5]))
                 for r in conn.execute(sql, params)]
 
