@@ -136,11 +136,12 @@ class Backend(Protocol):
         """
         ...
 
-    def terms_with_anchors(self, conn: Connection, anchors: Sequence[str],
-                           within: str | None = None) -> list[tuple[str, str, int, int, int]]:
-        """``(term, kind, fh, sh, th)`` of every known term anchored at one of ``anchors`` (a
-        sentence's 2- and 3-grams) whose next piece is ``''`` or one of them; with ``within``
-        (a short sentence), only terms it contains.
+    def terms_with_anchors(self, conn: Connection, anchors: Sequence[str], within: str | None = None,
+                           nexts: Sequence[str] | None = None) -> list[tuple[str, str, str, int, int, int]]:
+        """``(term, next, kind, fh, sh, th)`` of every known term anchored at one of
+        ``anchors`` (a sentence's 2- and 3-grams), in one query. With ``nexts`` (the
+        sentence's 3-grams), only terms whose next piece is ``''`` or one of them; with
+        ``within`` (a short sentence), only terms it contains.
         """
         ...
 

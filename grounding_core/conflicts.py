@@ -22,6 +22,9 @@ from .text import shorten
 SOURCES_PER_VALUE = 5
 """Related sources listed per distinct value (SPEC §7.4)."""
 
+IDS_UP_TO = 6
+"""A conflict message names its sources' ids when the key has at most this many values."""
+
 
 @dataclass(frozen=True, slots=True)
 class Conflict:
@@ -49,14 +52,19 @@ class Conflict:
         return [kl for group in self.summary.values for kl in group.sources]
 
     def describe(self) -> str:
-        """One sentence naming every distinct value with its count of sources (SPEC §7.4) and
-        the ids of the sources listed as related information (at most 5 per value).
+        """One sentence naming every distinct value with its count of sources (SPEC §7.4);
+        with at most :data:`IDS_UP_TO` values, also the ids of the sources listed as related
+        information (at most 5 per value), so a key with thousands of values stays readable.
         """
         parts = []
+        with_ids = len(self.summary.values) <= IDS_UP_TO
         for group in self.summary.values:
+            noun = "source" if group.count == 1 else "sources"
+            if not with_ids:
+                parts.append(f"'{shorten(group.spelled)}' ({group.count} {noun})")
+                continue
             shown = ", ".join(f"{kl.doc_id}@{kl.version}:{kl.line}" for kl in group.sources)
             more = group.count - len(group.sources)
-            noun = "source" if group.count == 1 else "sources"
             parts.append(f"'{shorten(group.spelled)}' ({group.count} {noun}: {shown}"
                          + (f" and {more} more" if more > 0 else "") + ")")
         where = f" for subject '{shorten(self.subject)}'" if self.subject is not None else ""

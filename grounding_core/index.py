@@ -29,12 +29,15 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 from .evidence import EvidenceDocument
 from .text import normalize, normalize_value
+
+T = TypeVar("T")
 
 ConflictKey = tuple[str | None, str]
 """``(subject, field)`` (SPEC §3, §7.4); ``None`` is the key of lines without a subject."""
@@ -238,6 +241,14 @@ class IndexSnapshot(ABC):
 
     def is_meta_field(self, name: str) -> bool:
         return name in self.settings.meta_fields
+
+    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, remembered for this snapshot under ``key`` (bounded). For values that
+        depend only on the snapshot and ``key`` (e.g. a conflict's message and related
+        locations, rebuilt by every re-check of the same draft otherwise). The default does
+        not remember.
+        """
+        return compute()
 
     @contextmanager
     def reading(self) -> Iterator[IndexSnapshot]:

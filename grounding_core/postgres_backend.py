@@ -545,23 +545,27 @@ class PostgresBackend:
 
     # -- engine-specific lookups -----------------------------------------------------------------
 
-    def terms_with_anchors(self, conn: Connection, anchors: Sequence[str],
-                           within: str | None = None) -> list[tuple[str, str, int, int, int]]:
-        """``(term, kind, fh, sh, th)`` of every known term anchored at one of ``anchors`` (a
-        sentence's 2- and 3-grams) whose next piece is ``''`` or one of them (one query,
-        ``= ANY``); with ``within`` (a short sentence), only terms it contains (``strpos``).
+    def terms_with_anchors(self, conn: Connection, anchors: Sequence[str], within: str | None = None,
+                           nexts: Sequence[str] | None = None) -> list[tuple[str, str, str, int, int, int]]:
+        """``(term, next, kind, fh, sh, th)`` of every known term anchored at one of
+        ``anchors`` (a sentence's 2- and 3-grams), in one query (``= ANY``, index seeks on
+        ``(anchor, next)``). With ``nexts`` (the sentence's 3-grams), only terms whose next
+        piece is ``''`` or one of them; with ``within`` (a short sentence), only terms it
+        contains (``strpos``).
         """
         if not anchors:
             return []
+        select = "SELECT term, next, kind, fh, sh, th FROM terms WHERE anchor = ANY(?)"
+        tail, extra = ("", []) if within is None else (" AND strpos(?, term) > 0", [within])
         grams = list(anchors)
-        query = ("SELECT term, kind, fh, sh, th FROM terms WHERE anchor = ANY(?)"
-                 " AND (next = '' OR next = ANY(?))")
-        params: list[object] = [grams, grams]
-        if within is not None:
-            query += " AND strpos(?, term) > 0"
-            params.append(within)
+        if nexts is None:
+            query, params = select + tail, [grams, *extra]
+        else:
+            threes = list(nexts)
+            query = (select + " AND next = ''" + tail + " UNION ALL " + select + " AND next = ANY(?)" + tail)
+            params = [grams, *extra, threes, threes, *extra]
         rows = conn.execute(query, params).fetchall()
-        return [(str(r[0]), str(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows]
+        return [(str(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]), int(r[5])) for r in rows]
 
     def write_field_lines(self, conn: Connection,
                           lines: Sequence[tuple[int, int, int, str, str, str | None, int, int]],

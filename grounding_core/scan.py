@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .config import Config
 from .model import Finding, Location, Span
@@ -57,9 +57,11 @@ READ_BACKOFF_S = 0.05
 SKIP_DIRS = (".git", ".grounding")
 
 
-@dataclass(frozen=True, slots=True)
-class StatKey:
-    """What decides that a file must be re-read (SPEC §4): size, mtime, ctime, inode."""
+class StatKey(NamedTuple):
+    """What decides that a file must be re-read (SPEC §4): size, mtime, ctime, inode.
+
+    A named tuple: a warm walk makes one per file.
+    """
 
     size: int
     mtime_ns: int
@@ -90,8 +92,7 @@ class StatKey:
         return self.ctime_ns % 1_000_000_000 == 0
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(NamedTuple):
     """An evidence file to look at: its absolute path and the stat of what will be read."""
 
     path: str
@@ -149,17 +150,33 @@ def _walk(config: Config, top: Path, top_rel: str, listing: Listing) -> None:
             listing.refused[rel] = file_finding(
                 "unreadable-evidence", f"cannot list this folder: {err.strerror}; its files were not read")
 
-    for dirpath, dirnames, filenames in os.walk(top, followlinks=False, onerror=failed):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-        # string paths and one lstat per plain file: pathlib costs more than the walk itself
-        prefix = dirpath[root_len:].lstrip(os.sep).replace(os.sep, "/")
-        prefix = prefix + "/" if prefix else ""
-        matches = evidence_matcher(config)
-        for name in sorted(filenames):
-            rel = prefix + name
-            if not matches(rel):
+    matches = evidence_matcher(config)
+    stack = [(str(top), top_rel + "/" if top_rel else "")]
+    while stack:  # os.scandir, depth first in name order (os.walk with string paths costs more)
+        folder, prefix = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            if exc.filename is None:
+                exc.filename = folder
+            failed(exc)
+            continue
+        subfolders = []
+        for entry in entries:
+            name = entry.name
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_dir = False
+            if is_dir:
+                if name not in SKIP_DIRS:
+                    subfolders.append((entry.path, prefix + name + "/"))
                 continue
-            _consider(config, root, os.path.join(dirpath, name), rel, listing, inodes)
+            rel = prefix + name
+            if matches(rel):
+                _consider(config, root, entry.path, rel, listing, inodes, entry)
+        stack.extend(reversed(subfolders))
 
 
 _SIMPLE_GLOB = re.compile(r"(?:\*\*/)?\*(\.[A-Za-z0-9_-]+)")
@@ -182,10 +199,10 @@ def evidence_matcher(config: Config) -> Callable[[str], bool]:
 
 
 def _consider(config: Config, root: Path, full: str, rel: str, listing: Listing,
-              inodes: dict[tuple[int, int], str]) -> None:
+              inodes: dict[tuple[int, int], str], entry: os.DirEntry[str] | None = None) -> None:
     """Add one path (a file or a symlink; ``full`` is its absolute path) to ``listing``."""
     try:
-        lst = os.lstat(full)
+        lst = entry.stat(follow_symlinks=False) if entry is not None else os.lstat(full)
     except OSError as exc:
         if exc.errno == errno.ENAMETOOLONG:
             listing.refused[rel] = _too_long(rel)

@@ -17,10 +17,10 @@ from __future__ import annotations
 import datetime as dt
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar, cast
 
 from .backend import FIELD_HEAD, Backend, Connection, text_hash
 from .derived import parse_content
@@ -39,6 +39,8 @@ from .index import (
     VersionRecord,
 )
 from .text import VALUE_TRAILING_PUNCTUATION, normalize, split_lines
+
+T = TypeVar("T")
 
 CACHE_ENTRIES = 4096
 """Entries per snapshot cache (versions by doc_id, key summaries, term verdicts)."""
@@ -85,7 +87,8 @@ def _date(value: object) -> dt.date | None:
 
 
 class DocumentCache:
-    """Parsed documents by content_id, least recently used first out, bounded by text size.
+    """Parsed documents by content_id (or any key), least recently used first out, bounded by
+    text size.
 
     Contents never change (a content_id is one import event), so entries never go stale.
     Thread-safe.
@@ -93,18 +96,24 @@ class DocumentCache:
 
     def __init__(self, limit: int = DOCUMENT_CACHE_CHARS) -> None:
         self.limit = limit
-        self._docs: OrderedDict[int, EvidenceDocument] = OrderedDict()
+        self._docs: OrderedDict[Hashable, EvidenceDocument] = OrderedDict()
         self._size = 0
         self._lock = threading.Lock()
 
-    def get(self, content_id: int) -> EvidenceDocument | None:
+    def get(self, content_id: Hashable) -> EvidenceDocument | None:
         with self._lock:
             doc = self._docs.get(content_id)
             if doc is not None:
                 self._docs.move_to_end(content_id)
             return doc
 
-    def put(self, content_id: int, doc: EvidenceDocument) -> None:
+    def discard(self, content_id: Hashable) -> None:
+        with self._lock:
+            doc = self._docs.pop(content_id, None)
+            if doc is not None:
+                self._size -= len(doc.text)
+
+    def put(self, content_id: Hashable, doc: EvidenceDocument) -> None:
         with self._lock:
             if content_id in self._docs:
                 return
@@ -137,6 +146,8 @@ class _Summary:
 
     total: int
     values: tuple[tuple[str, str, int, tuple[KeyedLine, ...]], ...]
+    plain: list[KeySummary] = field(default_factory=list, compare=False)
+    """The :class:`KeySummary` without cited lines, made on first use (one object per key)."""
 
 
 @dataclass
@@ -147,6 +158,8 @@ class SnapshotCaches:
     summaries: dict[tuple[ConflictKey, dt.date, int], _Summary] = field(default_factory=dict)
     terms: dict[tuple[str, dt.date], bool] = field(default_factory=dict)
     known: dict[tuple[str, dt.date], str | None] = field(default_factory=dict)
+    memos: dict[Hashable, object] = field(default_factory=dict)
+    """:meth:`SqlSnapshot.memo` values (never inherited: they may depend on anything)."""
 
     def inherit(self, doc_ids: set[str], keys: set[ConflictKey] | None,
                 terms: set[str] | None = None) -> SnapshotCaches:
@@ -207,6 +220,14 @@ class SqlSnapshot(IndexSnapshot):
         if not self._meta:
             return "1 = 1", ()
         return f"{alias}.field NOT IN ({', '.join('?' for _ in self._meta)})", self._meta
+
+    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+        memos = self._caches.memos
+        if key in memos:
+            return cast(T, memos[key])
+        value = compute()
+        _put(memos, key, value)
+        return value
 
     @contextmanager
     def reading(self) -> Iterator[IndexSnapshot]:
@@ -424,12 +445,19 @@ class SqlSnapshot(IndexSnapshot):
             kl = self._cited_line(key, identity, today)
             if kl is not None:
                 first.setdefault(normalize(kl.value), []).append(kl)
-        values = []
-        for norm, spelled, count, sources in summary.values:
-            mine = first.get(norm, [])
-            ids = {kl.identity for kl in mine}
-            ordered = (mine + [kl for kl in sources if kl.identity not in ids])[:per_value]
-            values.append(ValueGroup(norm, spelled, count, tuple(ordered)))
+        if not summary.plain:  # the summary without cited lines, built once per key
+            summary.plain.append(KeySummary(key, summary.total, tuple(
+                ValueGroup(norm, spelled, count, sources) for norm, spelled, count, sources in summary.values)))
+        plain = summary.plain[0]
+        if not first:
+            return plain
+        values = list(plain.values)
+        for i, group in enumerate(values):
+            mine = first.get(group.normalized)
+            if mine:
+                ids = {kl.identity for kl in mine}
+                ordered = (mine + [kl for kl in group.sources if kl.identity not in ids])[:per_value]
+                values[i] = ValueGroup(group.normalized, group.spelled, group.count, tuple(ordered))
         return KeySummary(key, summary.total, tuple(values))
 
     def _cited_line(self, key: ConflictKey, identity: LineIdentity, today: dt.date) -> KeyedLine | None:
@@ -501,18 +529,25 @@ class SqlSnapshot(IndexSnapshot):
         looked up (near-linear in the sentence's length).
         """
         size = len(sentence)
-        grams = list({sentence[i:i + 2] for i in range(size - 1)} | {sentence[i:i + 3] for i in range(size - 2)})
+        threes = {sentence[i:i + 3] for i in range(size - 2)}
+        grams = list({sentence[i:i + 2] for i in range(size - 1)} | threes)
         if sql_text(sentence) is None:
             grams = [g for g in grams if sql_text(g) is not None]
+            threes = {g for g in threes if sql_text(g) is not None}
         holders: dict[str, set[tuple[str, int, int, int]]] = {}
         conn = self._conn()
         backend = self._source.backend
-        # a short sentence filters candidates in SQL (instr); a long one in Python (str.find
-        # is linear, SQLite's instr is not)
-        within = sentence if size <= SHORT_SENTENCE and sql_text(sentence) is not None else None
+        # one query for a sentence as typed: SQLite filters by the next piece and (instr) by
+        # occurrence; a long sentence is asked in chunks and filtered here (str.find is
+        # linear, SQLite's instr is not)
+        single = len(grams) <= GRAM_CHUNK
+        within = sentence if single and size <= SHORT_SENTENCE and sql_text(sentence) is not None else None
+        nexts = list(threes) if single else None
         for start in range(0, len(grams), GRAM_CHUNK):
-            for term, kind, fh, sh, th in backend.terms_with_anchors(conn, grams[start:start + GRAM_CHUNK],
-                                                                    within):
+            for term, nxt, kind, fh, sh, th in backend.terms_with_anchors(
+                    conn, grams[start:start + GRAM_CHUNK], within, nexts):
+                if nxt and nxt not in threes:
+                    continue
                 holders.setdefault(term, set()).add((kind, fh, sh, th))
         found = []
         for term, held in holders.items():

@@ -356,21 +356,29 @@ class SqliteBackend:
     # -- SQLite-only lookups -------------------------------------------------------------------
 
     def terms_with_anchors(self, conn: Connection, anchors: Sequence[str],
-                           within: str | None = None) -> list[tuple[str, str, int, int, int]]:
-        """``(term, kind, fh, sh, th)`` of every known term anchored at one of ``anchors`` (a
-        sentence's 2- and 3-grams) whose next piece is ``''`` or one of the 3-grams (one
-        query, ``json_each``); with ``within`` (a short sentence), only terms it contains.
+                           within: str | None = None,
+                           nexts: Sequence[str] | None = None) -> list[tuple[str, str, str, int, int, int]]:
+        """``(term, next, kind, fh, sh, th)`` of every known term anchored at one of
+        ``anchors`` (a sentence's 2- and 3-grams), in one query (``json_each``). With
+        ``nexts`` (the sentence's 3-grams), only terms whose next piece is ``''`` or one of
+        them; with ``within`` (a short sentence), only terms it contains.
         """
         if not anchors:
             return []
+        select = "SELECT t.term, t.next, t.kind, t.fh, t.sh, t.th FROM json_each(?) AS j"
         grams = json.dumps(list(anchors), ensure_ascii=False)
-        sql = ("SELECT t.term, t.kind, t.fh, t.sh, t.th FROM json_each(?) AS j JOIN terms AS t ON t.anchor = j.value"
-               " WHERE (t.next = '' OR t.next IN (SELECT value FROM json_each(?)))")
-        params: tuple[str, ...] = (grams, grams)
-        if within is not None:
-            sql += " AND instr(?, t.term) > 0"
-            params = (*params, within)
-        return [(str(r[0]), str(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in conn.execute(sql, params).fetchall()]
+        tail, extra = ("", ()) if within is None else (" WHERE instr(?, t.term) > 0", (within,))
+        if nexts is None:
+            sql = select + " JOIN terms AS t ON t.anchor = j.value" + tail
+            params: tuple[str, ...] = (grams, *extra)
+        else:  # index seeks on (anchor, next): terms without a next piece, then the pairs
+            threes = json.dumps(list(nexts), ensure_ascii=False)
+            sql = (select + " JOIN terms AS t ON t.anchor = j.value AND t.next = ''" + tail
+                   + " UNION ALL " + select + " CROSS JOIN json_each(?) AS k"  # CROSS: j, k, then t
+                   " CROSS JOIN terms AS t ON t.anchor = j.value AND t.next = k.value" + tail)
+            params = (grams, *extra, threes, threes, *extra)
+        return [(str(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]), int(r[5]))
+                for r in conn.execute(sql, params).fetchall()]
 
     def write_field_lines(self, conn: Connection,
                           lines: Sequence[tuple[int, int, int, str, str, str | None, int, int]],

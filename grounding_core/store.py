@@ -30,7 +30,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import scan as scanning
@@ -52,6 +52,10 @@ _OPEN_ERRORS: tuple[type[BaseException], ...] = (OSError, sqlite3.Error)
 """What opening an SQLite file may raise (a PostgreSQL backend raises BackendError)."""
 
 FTS_BATCH = 200
+
+FRESH_CHARS = 4_000_000
+"""Code points of documents a scan keeps between reading and importing them (beyond, they
+are read again when imported)."""
 """Contents per FTS transaction (a crash loses at most one batch, redone later)."""
 
 INHERIT_EVENTS = 2000
@@ -577,10 +581,14 @@ class _Scan:
         self.result = ScanResult(snapshot=None, full=listing.full)  # type: ignore[arg-type]
         self.rows: dict[str, FileRow] = {}
         """Rows after this scan, for every path looked at (absent: the path is gone)."""
-        self.old = _OldRows({})
+        self.old = _OldRows({}, conn)
         self.same: set[str] = set()
         """Paths whose row did not change (kept in ``old``, not copied into ``rows``)."""
-        self.fresh: dict[str, EvidenceDocument] = {}
+        self.fresh = DocumentCache(FRESH_CHARS)
+        """Documents parsed by this scan's reads, by path (bounded: a cold index of 30,000
+        files re-reads the ones that fell out when it imports them)."""
+        self.fronts: dict[str, tuple[str, int | None, int]] = {}
+        """Per fresh path: (doc_id, declared version, line of the ``version`` key)."""
         self._by_doc: dict[str, list[FileRow]] | None = None
         """Rows by doc_id (built on first use, after the reads; reset when a row changes)."""
 
@@ -588,8 +596,9 @@ class _Scan:
 
     def _load_rows(self) -> None:
         cols = "path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version, problem, findings"
-        if self.listing.full:
-            rows = self.conn.execute(f"SELECT {cols} FROM files").fetchall()
+        if self.listing.full:  # the stat keys only; a row is read whole when it is needed
+            rows = self.conn.execute("SELECT path, size, mtime_ns, ctime_ns, inode, NULL, NULL, NULL, NULL,"
+                                     " findings, 1 FROM files").fetchall()
         else:
             wanted = set(self.listing.candidates) | set(self.listing.refused) | self.listing.gone
             rows = []
@@ -599,12 +608,13 @@ class _Scan:
                 upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
                 rows.extend(self.conn.execute(f"SELECT {cols} FROM files WHERE path >= ? AND path < ?",
                                               (prefix, upper)).fetchall())
-        self.old = _OldRows({str(r[0]): tuple(r) for r in rows})
+        self.old = _OldRows({str(r[0]): tuple(r) for r in rows}, self.conn)
 
     def _read(self, rel: str, candidate: scanning.Candidate) -> None:
         """Read one changed file into ``self.rows`` / ``self.fresh`` (or report it)."""
         self.rows.pop(rel, None)
-        self.fresh.pop(rel, None)
+        self.fresh.discard(rel)
+        self.fronts.pop(rel, None)
         try:
             data, key = scanning.read_stable(candidate.path)
         except FileNotFoundError:
@@ -625,7 +635,10 @@ class _Scan:
         row, doc = self._parse(rel, data, key)
         self.rows[rel] = row
         if doc is not None:
-            self.fresh[rel] = doc
+            self.fresh.put(rel, doc)
+            line = next((i + 1 for i in range(1, max(doc.front.end_line - 1, 1))
+                         if doc.lines[i].startswith("version")), 1)
+            self.fronts[rel] = (doc.doc_id, doc.front.version, line)
 
     def _parse(self, rel: str, data: bytes, key: StatKey) -> tuple[FileRow, EvidenceDocument | None]:
         sha = scanning.sha256_hex(data)
@@ -770,21 +783,15 @@ class _Scan:
             chosen.update({(doc_id, v): p for v, p in picked.items()})
             for path, fs in dups.items():
                 group_findings.setdefault(path, []).extend(fs)
-        pending = self._reconcile(view, chosen, affected)
-        events = self.store._append(self.conn, pending)
         deriver = Deriver(self.conn, self.store.backend, self.settings)
-        docs_by_seq = {}
-        for event in events:
-            doc = self.fresh.get(event.path) if event.kind == "import" else None
-            if doc is not None and doc.sha256 != event.sha256:
-                doc = None
+        for pending, doc in self._reconcile(view, chosen, affected):
+            (event,) = self.store._append(self.conn, [pending])
             deriver.apply(event, doc)
             if doc is not None:
-                docs_by_seq[event.seq] = doc
+                self.store.documents.put(event.seq, doc)
+            # the text is in the log; a scan result does not keep a corpus-sized copy of it
+            self.result.events.append(replace(event, text=""))
         deriver.flush()
-        for seq, doc in docs_by_seq.items():
-            self.store.documents.put(seq, doc)
-        self.result.events = events
         after = _WriterView(self.store, self.conn)
         for (doc_id, declared), rel in chosen.items():
             record = after.record(doc_id, declared) if declared is not None else None
@@ -810,22 +817,19 @@ class _Scan:
         not indexed (so M is revoked like any version whose front matter broke). Archives
         that declare older versions in other files are fine.
         """
-        for rel, doc in sorted(self.fresh.items()):
-            wanted = doc.front.version
+        for rel, (doc_id, wanted, line) in sorted(self.fronts.items()):
             if wanted is None:
                 continue
-            newest = view.newest(doc.doc_id)
+            newest = view.newest(doc_id)
             if newest is None or newest.version <= wanted or newest.path != rel:
                 continue
-            declared = {r.declared_version for r in self._group(doc.doc_id)}
+            declared = {r.declared_version for r in self._group(doc_id)}
             if newest.version in declared:
                 continue
-            line = next((i + 1 for i in range(1, max(doc.front.end_line - 1, 1))
-                         if doc.lines[i].startswith("version")), 1)
             problem: dict[str, Any] = {
                 "name": "invalid-front-matter",
                 "message": f"version: {wanted} is lower than version {newest.version} of"
-                f" {doc.doc_id!r}, which the index already holds from this file; a document's"
+                f" {doc_id!r}, which the index already holds from this file; a document's"
                 " versions only go up, so this file is not indexed",
                 "line": line,
                 "hint": f"Declare version {newest.version + 1} (or higher) to publish this"
@@ -835,13 +839,17 @@ class _Scan:
             self.rows[rel] = FileRow(row.path, row.size, row.mtime_ns, row.ctime_ns, row.inode,
                                      row.sha256, None, None, problem)
             self._by_doc = None
-            del self.fresh[rel]
-            affected.add(doc.doc_id)
+            self.fresh.discard(rel)
+            del self.fronts[rel]
+            affected.add(doc_id)
 
     def _reconcile(self, view: _WriterView, chosen: dict[tuple[str, int | None], str],
-                   affected: set[str]) -> list[Event]:
-        """The events that make the affected doc_ids match their chosen files (SPEC §3)."""
-        events: list[Event] = []
+                   affected: set[str]) -> Iterator[tuple[Event, EvidenceDocument | None]]:
+        """The events that make the affected doc_ids match their chosen files (SPEC §3), each
+        with the document an import brings, decided against ``view`` (the index before the
+        scan, which the events appended meanwhile do not change). A generator: the caller
+        appends and derives each event before the next text is read (bounded memory).
+        """
         targeted: set[tuple[str, int]] = set()
         for (doc_id, declared), rel in sorted(chosen.items(), key=lambda kv: kv[1]):
             row = self.rows.get(rel) or next(r for r in self._group(doc_id) if r.path == rel)
@@ -864,10 +872,9 @@ class _Scan:
                 doc = self._reread(rel, row)
                 if doc is None:
                     continue
-            events.append(Event(0, "import", doc_id, version, doc.sha256, rel, doc.text,
-                                declared is not None))
+            yield Event(0, "import", doc_id, version, doc.sha256, rel, doc.text, declared is not None), doc
             if doc.front.status == "revoked":
-                events.append(Event(0, "revoke", doc_id, version, reason="status: revoked"))
+                yield Event(0, "revoke", doc_id, version, reason="status: revoked"), None
         for doc_id in sorted(affected):
             versions = view.versions(doc_id)
             if not versions:
@@ -879,8 +886,7 @@ class _Scan:
                 if not record.declared and version != newest:
                     continue  # an older automatic version, superseded, not deleted
                 reason = "no longer indexed from " + record.path if self._exists(record.path) else "deleted"
-                events.append(Event(0, "revoke", doc_id, version, reason=reason))
-        return events
+                yield Event(0, "revoke", doc_id, version, reason=reason), None
 
     def _reread(self, rel: str, row: FileRow) -> EvidenceDocument | None:
         """An unchanged file's document, read again (a version to re-import)."""
@@ -968,14 +974,20 @@ class _OldRows(Mapping[str, FileRow]):
     (a warm full walk of 30,000 unchanged files compares stat keys and builds no objects).
     """
 
-    def __init__(self, raw: dict[str, tuple[Any, ...]]) -> None:
+    def __init__(self, raw: dict[str, tuple[Any, ...]], conn: Connection | None = None) -> None:
         self._raw = raw
+        self._conn = conn
         self._rows: dict[str, FileRow] = {}
 
     def __getitem__(self, path: str) -> FileRow:
         row = self._rows.get(path)
         if row is None:
-            row = self._rows[path] = _row(self._raw[path])
+            raw = self._raw[path]
+            if len(raw) > 10 and self._conn is not None:  # loaded as a stat key only
+                raw = self._conn.execute(
+                    "SELECT path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version, problem,"
+                    " findings FROM files WHERE path = ?", (path,)).fetchone()
+            row = self._rows[path] = _row(raw)
         return row
 
     def __contains__(self, path: object) -> bool:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .config import Config
-from .conflicts import GateResult, check_keys
+from .conflicts import Conflict, GateResult, check_keys
 from .drafts import ContextSpec, ContextUnitSpec, ParsedDraft, parse_context_log
 from .evidence import EvidenceDocument, parse_field_line, split_marker
 from .index import ConflictKey, IndexSnapshot, VersionRecord
@@ -615,12 +615,18 @@ def _gate(draft: ParsedDraft, results: list[_ClaimResult], keys: _Keys, state: I
     field_spans = dict(reversed(draft.fields))
     required = set(keys.required)
     for conflict in gate.conflicts:
-        related = tuple(Location(config.evidence_display(kl.path), kl.line, f"{kl.field}：{kl.value}")
-                        for kl in conflict.related_lines())
-        message = conflict.describe() + "; Grounding does not pick a side"
+        key = (conflict.subject, conflict.field)
+
+        def present(conflict: Conflict = conflict) -> tuple[str, tuple[Location, ...]]:
+            related = tuple(Location(config.evidence_display(kl.path), kl.line, f"{kl.field}：{kl.value}")
+                            for kl in conflict.related_lines())
+            return conflict.describe() + "; Grounding does not pick a side", related
+
+        # a key shared by thousands of lines and values: built once per snapshot and cited set
+        message, related = state.memo(
+            ("GR108", key, today, tuple(cited.get(key, ())), config.evidence_root), present)
         hint = ("Resolve it in the evidence (correct or revoke one source); until then the answer's"
                 " status is 'conflict'. Grounding never picks a side.")
-        key = (conflict.subject, conflict.field)
         if conflict.field in field_spans and key in required:
             findings.append(Finding("field-conflict", field_spans[conflict.field], message, hint=hint,
                                     related=related))

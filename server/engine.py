@@ -2,7 +2,7 @@
 
 Owned by the event loop. Heavy work (scanning, hashing, parsing, checking, FTS) runs in
 worker threads on immutable inputs: a :class:`DocumentSnapshot` and the current
-:class:`IndexState`, which indexing replaces by swapping the reference (never mutating it).
+:class:`~grounding_core.index.IndexSnapshot`, which indexing replaces by swapping the reference.
 
 Features reach the engine as ``state.engine`` (``server/app.py`` builds it) and use:
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from grounding_core.index import IndexSnapshot as IndexState
+from grounding_core.index import IndexSnapshot
 from grounding_core.model import Span
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def register(server: GroundingServer, state: ServerState) -> None:
         return types.CompletionList(is_incomplete=False, items=items)
 
 
-def completion_items(snapshot: DocumentSnapshot, line: int, column: int, state: IndexState,
+def completion_items(snapshot: DocumentSnapshot, line: int, column: int, state: IndexSnapshot,
                      today: dt.date) -> list[types.CompletionItem] | None:
     """Items for the cursor at 0-based ``line`` and code-point ``column`` of ``snapshot``.
 
@@ -109,7 +109,7 @@ def completion_items(snapshot: DocumentSnapshot, line: int, column: int, state: 
                        lsp_range(id_start, len(text)))
 
 
-def _doc_items(state: IndexState, today: dt.date, prefix: str, pad: str,
+def _doc_items(state: IndexSnapshot, today: dt.date, prefix: str, pad: str,
                replace: types.Range) -> list[types.CompletionItem]:
     items = []
     for doc_id in state.doc_ids(prefix, limit=500):
@@ -126,7 +126,7 @@ def _doc_items(state: IndexState, today: dt.date, prefix: str, pad: str,
     return items
 
 
-def _version_items(state: IndexState, today: dt.date, doc_id: str, prefix: str,
+def _version_items(state: IndexSnapshot, today: dt.date, doc_id: str, prefix: str,
                    replace: types.Range) -> list[types.CompletionItem]:
     versions = state.versions(doc_id)
     if not versions:
@@ -153,7 +153,7 @@ def _version_items(state: IndexState, today: dt.date, doc_id: str, prefix: str,
     return items
 
 
-def _line_items(state: IndexState, doc_id: str, version: int, prefix: str, pad: str,
+def _line_items(state: IndexSnapshot, doc_id: str, version: int, prefix: str, pad: str,
                 replace: types.Range) -> list[types.CompletionItem]:
     record = state.record(doc_id, version)
     if record is None:

@@ -7,7 +7,7 @@ Requests handled here:
     ``[^label]: ID sha256:HEX "QUOTE"`` (any column of it) or inside a claim object of a
     ``*.answer.json``: the cited line with up to two lines either side, as a fenced block with
     1-based line numbers and the cited line marked ``>``; then the title, ``doc_id@version``,
-    the status (``active``, or ``inactive — <why>`` from ``IndexState.inactive_reason``), the
+    the status (``active``, or ``inactive — <why>`` from ``IndexSnapshot.inactive_reason``), the
     version's sha256 prefix (12 hex) and the file path relative to the workspace root. A stale
     citation (cited version lower than the newest) adds the current line: the same text found
     in the newest version (the nearest occurrence to the cited line number), or "no longer
@@ -45,7 +45,7 @@ path, languageId}`` or null
 
 Every handler runs its heavy work (parsing drafts, reading files, compiling contexts) in
 ``asyncio.to_thread`` on immutable inputs (a document snapshot and the current
-``IndexState``); an exception is logged and answered with null, and the server keeps serving.
+``IndexSnapshot``); an exception is logged and answered with null, and the server keeps serving.
 """
 
 from __future__ import annotations
@@ -80,8 +80,7 @@ from grounding_core.drafts import (
     parse_definition,
     parse_draft,
 )
-from grounding_core.index import IndexSnapshot as IndexState
-from grounding_core.index import VersionRecord
+from grounding_core.index import IndexSnapshot, VersionRecord
 from grounding_core.model import CitationRef, DraftReport, Span
 from grounding_core.text import LineIndex, split_lines
 
@@ -318,7 +317,7 @@ def numbered_lines(lines: Sequence[str], line: int, around: int = CONTEXT_LINES)
     return "\n".join(rows)
 
 
-def _status_text(state: IndexState, record: VersionRecord, today: dt.date) -> str:
+def _status_text(state: IndexSnapshot, record: VersionRecord, today: dt.date) -> str:
     reason = state.inactive_reason(record, today)
     return "active" if reason is None else f"inactive — {reason}"
 
@@ -331,7 +330,7 @@ def _nearest_occurrence(lines: Sequence[str], text: str, near: int) -> int | Non
     return min(found, key=lambda n: (abs(n - near), n))
 
 
-def citation_hover(target: CitationTarget, state: IndexState, config: Config, today: dt.date) -> str:
+def citation_hover(target: CitationTarget, state: IndexSnapshot, config: Config, today: dt.date) -> str:
     """The Markdown hover of one citation (see the module docstring for the layout). Pure."""
     ref = target.citation
     versions = state.versions(ref.doc_id)
@@ -375,7 +374,7 @@ def citation_hover(target: CitationTarget, state: IndexState, config: Config, to
     return "\n\n".join(parts)
 
 
-def _current_line(state: IndexState, newest: VersionRecord, text: str | None, near: int,
+def _current_line(state: IndexSnapshot, newest: VersionRecord, text: str | None, near: int,
                   what: str) -> str:
     lines = state.document(newest).lines
     found = _nearest_occurrence(lines, text, near) if text is not None else None
@@ -385,7 +384,7 @@ def _current_line(state: IndexState, newest: VersionRecord, text: str | None, ne
             + _fence(numbered_lines(lines, found, around=0)))
 
 
-def _record_facts(state: IndexState, record: VersionRecord, config: Config, today: dt.date,
+def _record_facts(state: IndexSnapshot, record: VersionRecord, config: Config, today: dt.date,
                   cited_hash: str | None = None) -> list[str]:
     newest = state.newest(record.doc_id)
     newest_note = f" (newest: {newest.version})" if newest is not None else ""
@@ -410,7 +409,7 @@ class ContextInputs:
     """What :func:`context_hover` reads: the workspace pieces and the draft's report."""
 
     store: Store
-    state: IndexState
+    state: IndexSnapshot
     config: Config
     today: dt.date
     read_text: Callable[[str], str | None]
@@ -540,7 +539,7 @@ class EvidenceLine:
         return codec.lsp_range(Span.line(self.line - 1, 0, len(text)), self.lines)
 
 
-def locate(citation: CitationRef, state: IndexState, evidence_root: Path,
+def locate(citation: CitationRef, state: IndexSnapshot, evidence_root: Path,
            file_uri: Callable[[str], str]) -> EvidenceLine | None:
     """The evidence line a citation points at, or None if the version or line is unknown.
 
@@ -574,7 +573,7 @@ def _file_holds(evidence_root: Path, record: VersionRecord) -> bool:
 
 
 def citing_spans(draft: ParsedDraft, doc_id: str, version: int, line: int, line_text: str,
-                 state: IndexState) -> list[Span]:
+                 state: IndexSnapshot) -> list[Span]:
     """Spans of the citations in ``draft`` that cite ``doc_id`` line ``line`` of ``version``.
 
     A citation ``doc_id@V:L`` counts when ``(V, L) == (version, line)`` or when line L of
@@ -592,7 +591,7 @@ def citing_spans(draft: ParsedDraft, doc_id: str, version: int, line: int, line_
     return sorted(found)
 
 
-def _cited_text(ref: CitationRef, quote: str | None, state: IndexState) -> str | None:
+def _cited_text(ref: CitationRef, quote: str | None, state: IndexSnapshot) -> str | None:
     record = state.record(ref.doc_id, ref.version)
     if record is None:
         return quote
@@ -600,7 +599,7 @@ def _cited_text(ref: CitationRef, quote: str | None, state: IndexState) -> str |
     return lines[ref.line - 1] if 1 <= ref.line <= len(lines) else None
 
 
-def record_for_path(state: IndexState, rel: str) -> VersionRecord | None:
+def record_for_path(state: IndexSnapshot, rel: str) -> VersionRecord | None:
     """The newest indexed version whose file is ``rel`` (relative to the evidence root);
     a version still on disk (not deleted) wins over a deleted one.
     """
