@@ -15,9 +15,9 @@ Per backend, on a private copy of the corpus (the change is made in the copy):
    every 0.5 s) while the main thread checks the draft in a loop against the snapshot it
    last heard of, as the server re-checks an open draft — and one *CI check* reading a fresh
    ``Store.snapshot()`` per check (``grounding check`` without its scan);
-3. once every reader has checked for a while, the indexer rewrites 1,000 evidence files and
-   scans exactly those paths (``scan(paths=...)``, as the watcher drives it), then drains the
-   full-text queue;
+3. once every reader has checked for a while (at least ``MIN_CHECKS`` checks), the indexer
+   rewrites 1,000 evidence files and scans exactly those paths (``scan(paths=...)``, as the
+   watcher drives it), then drains the full-text queue;
 4. each reader runs until its check has used a snapshot holding the change, plus one second.
 
 Reported per backend: the indexer's cold index and change scan; per reader the check p50/p95
@@ -56,6 +56,9 @@ from grounding_core.verify import check_draft  # noqa: E402
 
 READERS = 4
 WARMUP_S = 4.0
+MIN_CHECKS = 20
+"""A reader says ``ready`` after WARMUP_S seconds and at least this many checks (so p95 is
+not just the slowest of a handful)."""
 TAIL_S = 1.0
 
 
@@ -107,7 +110,7 @@ def reader(kind: str, root: Path, location: str, known: int, draft_path: Path) -
         samples.append((start, elapsed, snapshot.seq))
         if snapshot.seq > known and seen_at is None:
             seen_at = time.time()
-        if not announced and time.monotonic() >= ready_at:
+        if not announced and time.monotonic() >= ready_at and len(samples) >= MIN_CHECKS:
             print("ready", flush=True)
             announced = True
         if seen_at is not None and time.time() - seen_at >= TAIL_S:

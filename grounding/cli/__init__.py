@@ -149,6 +149,17 @@ def open_workspace(args: argparse.Namespace) -> Workspace:
 
 
 def _scan(ws: Workspace, show_progress: bool) -> ScanResult:
+    """Scan the evidence folder (a progress bar on a terminal). On a shared index another
+    process writes, the scan appends nothing: a note on stderr says who writes.
+    """
+    result = _scan_with_progress(ws, show_progress)
+    if result.writer is not None:
+        print(f"grounding: note: {result.writer}; this run read its state and appended nothing",
+              file=sys.stderr)
+    return result
+
+
+def _scan_with_progress(ws: Workspace, show_progress: bool) -> ScanResult:
     if not show_progress:
         return ws.scan()
     from rich.progress import Progress

@@ -158,6 +158,22 @@ def test_one_writer_at_a_time_others_read_the_same_state(pg_url: str, tmp_path: 
         reader.close()
 
 
+def test_a_cli_reader_says_who_writes_and_appends_nothing(pg_url: str, tmp_path: Path) -> None:
+    root = workspace(tmp_path / "ws")
+    writer = Store(pg_url, settings_of(root))
+    try:
+        writer.scan(load_config(root))
+        write(root, {"evidence/notice.md": NOTICE.replace("免费", "五元 🎉")})
+        proc = cli("index", "--root", root, "--format", "json", env={"GROUNDING_INDEX": pg_url})
+        assert proc.returncode == 0, proc.stderr
+        assert "writes the shared index" in proc.stderr and "appended nothing" in proc.stderr
+        summary = json.loads(proc.stdout)
+        assert summary["events_appended"] == 0 and summary["events"] == 3
+        assert writer.event_count() == 3
+    finally:
+        writer.close()
+
+
 def test_the_event_log_refuses_update_delete_and_truncate(pg_url: str, tmp_path: Path) -> None:
     root = workspace(tmp_path / "ws")
     store = Store(pg_url, settings_of(root))
