@@ -313,6 +313,7 @@ class PostgresBackend:
         self._connections: list[PgConnection] = []
         self._listener: psycopg.Connection[Any] | None = None
         self._holds_lock = False
+        self._closed = False
         self.schema = ""
         try:
             self._writer = PgConnection(self, retry_reads=False)
@@ -372,6 +373,7 @@ class PostgresBackend:
             except psycopg.Error:
                 pass
         with self._lock:
+            self._closed = True
             connections, self._connections = self._connections, []
             listener, self._listener = self._listener, None
         for conn in connections:
@@ -512,17 +514,22 @@ class PostgresBackend:
         ``NOTIFY`` on :data:`CHANNEL` for this schema, or a count read after (re)connecting
         the listener, which catches announcements missed while the server was away); the new
         count, or None on timeout. A lost server is retried with back-off until the timeout.
-        Call it from one worker thread (it owns the listener connection).
+        Once the backend is closed (by another thread too) it returns None at once and opens
+        nothing. Call it from one worker thread (it owns the listener connection).
         """
         deadline = time.monotonic() + timeout
         delay = 0.1
-        while True:
+        while not self._closed:
             try:
                 listener = self._listener
                 if listener is None or listener.closed or listener.broken:
                     listener = self.connect()
                     listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
-                    self._listener = listener
+                    with self._lock:
+                        if self._closed:
+                            listener.close()
+                            return None
+                        self._listener = listener
                 count = self._count()
                 if count > known:
                     return count
@@ -538,10 +545,11 @@ class PostgresBackend:
                 delay = 0.1
             except psycopg.OperationalError:
                 left = deadline - time.monotonic()
-                if left <= 0:
+                if left <= 0 or self._closed:
                     return None
                 time.sleep(min(delay, left))
                 delay = min(delay * 2, 5.0)
+        return None
 
     # -- engine-specific lookups -----------------------------------------------------------------
 

@@ -221,6 +221,32 @@ def test_notify_wakes_every_waiting_reader_when_the_writer_commits(pg_url: str, 
             store.close()
 
 
+def test_closing_a_store_ends_its_waiting_listener_and_leaves_no_connection(pg_cluster: Cluster,
+                                                                            tmp_path: Path) -> None:
+    root = workspace(tmp_path / "ws")
+    url = pg_cluster.schema_url()
+    with psycopg.connect(pg_cluster.url, autocommit=True) as probe:
+        def listeners() -> int:
+            row = probe.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                                " AND query LIKE 'LISTEN %%' AND pid <> pg_backend_pid()").fetchone()
+            return int(row[0]) if row else 0
+
+        before = listeners()
+        store = Store(url, settings_of(root))
+        try:
+            assert store.wait_for_events(0, timeout=0.0) is None  # the listener is connected
+            assert listeners() == before + 1
+            got: list[int | None] = []
+            thread = threading.Thread(target=lambda: got.append(store.wait_for_events(0, timeout=120)))
+            thread.start()
+        finally:
+            store.close()  # from another thread than the waiting one, as a server's shutdown does
+        thread.join(timeout=30)
+        assert not thread.is_alive() and got == [None]
+        assert store.wait_for_events(0, timeout=5.0) is None  # closed: at once, opening nothing
+        assert listeners() == before
+
+
 def test_wait_for_events_on_sqlite_sees_another_process_append(tmp_path: Path) -> None:
     root = workspace(tmp_path / "ws")
     db = str(tmp_path / "index.sqlite")
