@@ -368,5 +368,4 @@ def cmd_answer(args: argparse.Namespace) -> int:
 def cmd_lsp(args: argparse.Namespace) -> int:
     from server.app import serve_stdio
 
-    serve_stdio()
-    return EXIT_OK
+    return serve_stdio()  # the LSP exit code: 0 after shutdown + exit, 1 otherwise

@@ -1,0 +1,209 @@
+"""Findings shown on evidence files themselves (SPEC §3, §4, §7.4, §10).
+
+An evidence file's findings are the scan's own (``unreadable-evidence``, ``duplicate-doc-id``,
+``version-reuse``, ``invalid-front-matter``) plus one ``field-conflict`` (GR108) on each of its
+active field lines whose conflict key has two or more distinct values. Everything is read
+from one :class:`~grounding_core.index.IndexSnapshot`; nothing here keeps state between calls
+except the per-refresh :class:`ConflictCache` the caller owns.
+
+Related information of an evidence conflict (SPEC §7.4 caps the draft side at 5 sources per
+value; the evidence side follows it): for each *other* value first, then the line's own value,
+at most :data:`PER_VALUE` sources in (doc_id, version, line) order, the line itself left out,
+and at most :data:`MAX_RELATED` in all, so a key shared by 17,000 lines still gives small
+diagnostics. Each related location carries its line's text (``Location.line_text``), so
+converting it to an editor range reads no file.
+
+Cost: a refresh after a change reads what the change touches — :func:`affected_paths` names
+the files whose findings may differ between two snapshots (the files re-read, and the files
+holding lines of a conflict key a touched document has or had); :func:`file_findings`
+recomputes one file from its own keys. Only :func:`conflict_paths` is corpus-wide (the first
+refresh of a session, or after a settings change).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from .index import ConflictKey, IndexSnapshot, KeyedLine, KeySummary, VersionRecord, keyed_lines_of
+from .model import Finding, Location, Span
+from .text import normalize, shorten
+
+PER_VALUE = 5
+"""Related sources listed per distinct value (SPEC §7.4)."""
+MAX_RELATED = 20
+"""Related sources listed on one evidence conflict diagnostic in all."""
+MAX_VALUES_NAMED = 6
+"""Distinct values named in one conflict message; the rest are counted."""
+CONFLICT_HINT = "Correct or revoke one of the sources; Grounding never picks a side."
+
+
+@dataclass(frozen=True, slots=True)
+class KeyConflict:
+    """One conflicting key as an evidence finding needs it: the message (computed once per
+    key) and, per distinct value, its first sources with their line texts.
+    """
+
+    summary: KeySummary
+    message: str
+    sources: tuple[tuple[str, tuple[tuple[KeyedLine, str], ...]], ...]
+    """(normalised value, ((line, line text), ...)) in the summary's value order."""
+
+
+@dataclass
+class ConflictCache:
+    """Key -> :class:`KeyConflict` (None: the key does not conflict), filled during one
+    refresh against one snapshot and then dropped; bounded by the keys that refresh reads.
+    """
+
+    snapshot: IndexSnapshot
+    today: dt.date
+    display: Callable[[str], str]
+    """An evidence path (relative to the evidence root) as shown to a user (relative to the
+    workspace root)."""
+    keys: dict[ConflictKey, KeyConflict | None] = field(default_factory=dict)
+
+    def conflict(self, key: ConflictKey) -> KeyConflict | None:
+        if key not in self.keys:
+            summary = self.snapshot.key_summary(key, self.today, per_value=PER_VALUE + 1)
+            self.keys[key] = _key_conflict(self.snapshot, summary) if summary.conflicting else None
+        return self.keys[key]
+
+
+def conflict_message(summary: KeySummary) -> str:
+    """One sentence naming the values of a conflicting key with their counts of sources.
+
+    At most :data:`MAX_VALUES_NAMED` values are named (each shortened to 80 code points),
+    then how many more there are; the related information names the sources.
+    """
+    parts = []
+    for group in summary.values[:MAX_VALUES_NAMED]:
+        noun = "source" if group.count == 1 else "sources"
+        parts.append(f"'{shorten(group.spelled)}' ({group.count} {noun})")
+    more = len(summary.values) - MAX_VALUES_NAMED
+    if more > 0:
+        parts.append(f"{more} more value{'' if more == 1 else 's'}")
+    subject, name = summary.key
+    where = f" for subject '{shorten(subject)}'" if subject is not None else ""
+    return f"active sources disagree on '{shorten(name)}'{where}: " + " vs ".join(parts)
+
+
+def _key_conflict(snapshot: IndexSnapshot, summary: KeySummary) -> KeyConflict:
+    texts: dict[tuple[str, int], tuple[str, ...]] = {}
+
+    def text_of(kl: KeyedLine) -> str:
+        lines = texts.get((kl.doc_id, kl.version))
+        if lines is None:
+            record = snapshot.record(kl.doc_id, kl.version)
+            lines = tuple(snapshot.document(record).lines) if record is not None else ()
+            texts[(kl.doc_id, kl.version)] = lines
+        return lines[kl.line - 1] if 0 < kl.line <= len(lines) else ""
+
+    sources = tuple((g.normalized, tuple((kl, text_of(kl)) for kl in g.sources)) for g in summary.values)
+    return KeyConflict(summary, conflict_message(summary), sources)
+
+
+def related_for(line: KeyedLine, value: str, conflict: KeyConflict,
+                display: Callable[[str], str]) -> tuple[Location, ...]:
+    """Related locations of one conflicting line (order and caps in the module docstring).
+
+    ``value`` is the line's normalised value (SPEC §7.4 rule).
+    """
+    ordered = [group for group in conflict.sources if group[0] != value]
+    ordered += [group for group in conflict.sources if group[0] == value]
+    out: list[Location] = []
+    for _, sources in ordered:
+        taken = 0
+        for kl, text in sources:
+            if kl.identity == line.identity:
+                continue
+            if taken == PER_VALUE or len(out) == MAX_RELATED:
+                break
+            out.append(Location(display(kl.path), kl.line, f"{kl.field}：{kl.value}", text))
+            taken += 1
+        if len(out) == MAX_RELATED:
+            break
+    return tuple(out)
+
+
+def conflict_findings(record: VersionRecord, cache: ConflictCache) -> list[Finding]:
+    """``field-conflict`` findings on the conflicting lines of one version (spans in its text).
+
+    Only an active version has lines in conflict keys; for any other version the list is empty.
+    """
+    snapshot, today = cache.snapshot, cache.today
+    if not snapshot.is_active(record, today):
+        return []
+    doc = snapshot.document(record)
+    out: list[Finding] = []
+    for kl in keyed_lines_of(doc, record, snapshot.settings):
+        conflict = cache.conflict(kl.key)
+        if conflict is None:
+            continue
+        text = doc.lines[kl.line - 1]
+        out.append(Finding("field-conflict", Span.line(kl.line - 1, 0, len(text)), conflict.message,
+                           hint=CONFLICT_HINT,
+                           related=related_for(kl, normalize(kl.value), conflict, cache.display)))
+    return out
+
+
+def file_findings(path: str, scan_findings: Iterable[Finding], cache: ConflictCache,
+                  record: VersionRecord | None = None) -> tuple[Finding, ...]:
+    """Every finding of the evidence file ``path`` (relative to the evidence root): the
+    scan's findings, then its conflicting lines in line order.
+
+    ``record`` is the version imported from ``path`` when the caller knows it (else it is
+    looked up with ``record_for_path``).
+    """
+    out = list(scan_findings)
+    if record is None or record.path != path:
+        record = cache.snapshot.record_for_path(path)
+    if record is not None:
+        out.extend(conflict_findings(record, cache))
+    return tuple(out)
+
+
+def affected_paths(before: IndexSnapshot | None, after: IndexSnapshot, doc_ids: Iterable[str],
+                   today: dt.date) -> dict[str, VersionRecord | None]:
+    """Files whose conflict findings may differ between ``before`` and ``after``, given the
+    documents whose events lie between them (``doc_ids``).
+
+    A touched document's active version, in either snapshot, names conflict keys; every file
+    holding an active line of such a key that conflicts in either snapshot is affected (the
+    message counts every source). Returns path -> its version in ``after`` when known.
+    Reads the touched documents and those keys' lines only.
+    """
+    keys: set[ConflictKey] = set()
+    for doc_id in set(doc_ids):
+        for snap in (before, after):
+            if snap is None:
+                continue
+            record = snap.active_record(doc_id, today)
+            if record is not None:
+                keys.update(kl.key for kl in keyed_lines_of(snap.document(record), record, snap.settings))
+    out: dict[str, VersionRecord | None] = {}
+    for key in keys:
+        for snap in (after, before):
+            if snap is None:
+                continue
+            if not snap.key_summary(key, today, per_value=0).conflicting:
+                continue
+            for kl in snap.key_lines(key, today):
+                if kl.path not in out or out[kl.path] is None:
+                    out[kl.path] = after.record(kl.doc_id, kl.version) if snap is after else None
+    return out
+
+
+def conflict_paths(snapshot: IndexSnapshot, today: dt.date) -> dict[str, VersionRecord | None]:
+    """Every file holding a line of a conflicting key, with its version. Corpus-wide."""
+    out: dict[str, VersionRecord | None] = {}
+    for key in snapshot.conflicting_keys(today):
+        for kl in snapshot.key_lines(key, today):
+            if kl.path not in out:
+                out[kl.path] = snapshot.record(kl.doc_id, kl.version)
+    return out
+
+
+__all__ = ["CONFLICT_HINT", "MAX_RELATED", "PER_VALUE", "ConflictCache", "KeyConflict", "affected_paths",
+           "conflict_findings", "conflict_message", "conflict_paths", "file_findings", "related_for"]
