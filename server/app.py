@@ -23,14 +23,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Generator, Sequence
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
 from pygls.capabilities import ServerCapabilitiesBuilder
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
-from pygls.uris import from_fs_path, to_fs_path
+from pygls.uris import from_fs_path
 
 from server.documents import GroundingWorkspace
 from server.features import actions, commands, completion, diagnostics, navigation, status, workspace
@@ -74,7 +73,7 @@ class GroundingProtocol(LanguageServerProtocol):
         self._workspace = GroundingWorkspace(
             root_uri, sync_kind, params.workspace_folders or [], encoding
         )
-        self._server.session_initialize(params, self._workspace)
+        self._server.session.attach(params, self._workspace)
         logger.info("initialize: position encoding %s", encoding.value)
 
         if (user_handler := self.fm.features.get(types.INITIALIZE)) is not None:
@@ -110,17 +109,6 @@ class GroundingServer(LanguageServer):
             protocol_cls=GroundingProtocol,
         )
         self.session = Session(PyglsClient(self))
-
-    def session_initialize(self, params: types.InitializeParams, documents: GroundingWorkspace) -> None:
-        """Hand the session what ``initialize`` decided: documents, capabilities, root, options."""
-        session = self.session
-        session.documents = documents
-        session.capabilities = params.capabilities
-        session.initialization_options = params.initialization_options
-        folders = documents.folders
-        uri = next(iter(folders.values())).uri if folders else documents.root_uri
-        path = to_fs_path(uri) if uri else None
-        session.root = Path(path) if path else None
 
     @property
     def workspace(self) -> GroundingWorkspace:

@@ -370,6 +370,18 @@ class Session:
 
     # -- client side --------------------------------------------------------------------
 
+    def attach(self, params: types.InitializeParams, documents: GroundingWorkspace) -> None:
+        """Take what ``initialize`` decided: the documents (with the negotiated codec), the
+        client's capabilities and options, and the workspace folder (the first one, else
+        ``rootUri``)."""
+        self.documents = documents
+        self.capabilities = params.capabilities
+        self.initialization_options = params.initialization_options
+        folders = documents.folders
+        uri = next(iter(folders.values())).uri if folders else documents.root_uri
+        path = to_fs_path(uri) if uri else None
+        self.root = Path(path) if path else None
+
     @property
     def codec(self) -> PositionCodec:
         """The negotiated codec (UTF-16 before ``initialize``)."""

@@ -101,3 +101,11 @@ def only(report: DraftReport | list[Finding], name: str) -> Finding:
     found = [f for f in findings if f.name == name]
     assert len(found) == 1, f"expected one {name}, got {[(f.name, f.message) for f in findings]}"
     return found[0]
+
+
+def percentile(samples: list[float], pct: float) -> float:
+    """Nearest-rank-ish percentile (``pct`` in 0..100) of ``samples``; NaN when empty."""
+    ordered = sorted(samples)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, int(round(pct / 100 * (len(ordered) - 1))))]

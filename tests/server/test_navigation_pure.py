@@ -1,5 +1,6 @@
 """Navigation without a server: version URIs (server/protocol.py), targets, locations and
-references (grounding_core/navigate.py), hover text (server/render/hover.py) (SPEC §10)."""
+references (grounding_core/navigate.py), hover text (server/render/hover.py) (SPEC §10).
+"""
 
 from __future__ import annotations
 
