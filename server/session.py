@@ -131,6 +131,13 @@ class Workers:
         self._queue.put((loop, future, fn, args))
         return future
 
+    def close(self) -> None:
+        """Let the threads end once the calls already queued are done (new calls restart them)."""
+        with self._lock:
+            for _ in self._threads:
+                self._queue.put(None)
+            self._threads = []
+
     def _start(self) -> None:
         with self._lock:
             while len(self._threads) < self.size:

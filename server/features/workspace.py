@@ -106,6 +106,8 @@ async def shutdown(session: Session, params: None) -> None:
     if ws is not None:
         with contextlib.suppress(Exception, asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(session.writer.run(ws.store.close)), 2.0)
+    session.readers.close()
+    session.writer.close()
 
 
 async def configuration_changed(session: Session, params: types.DidChangeConfigurationParams) -> None:
@@ -319,12 +321,14 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
     report = progress.callback(session) if progress is not None else None
     try:
         result, snapshot = await session.writer.run(_scan_store, ws, report, paths)
-    except FileNotFoundError as exc:
-        logger.warning("%s", exc)
-        session.ready.set()
-        return
-    except Exception:
-        logger.exception("indexing failed; keeping the previous index")
+    except Exception as exc:
+        if isinstance(exc, FileNotFoundError):  # no evidence folder (yet): check against what there is
+            logger.warning("%s", exc)
+        else:
+            logger.exception("indexing failed; keeping the previous index")
+        if epoch == session.epoch and (session.view is None or session.view.epoch != epoch):
+            session.set_snapshot(await session.readers.run(ws.store.snapshot))
+            diagnostics.recheck_open_drafts(session)
         session.ready.set()
         return
     session.index_passes += 1

@@ -90,6 +90,10 @@ class Recorder:
         """The publications for ``uri`` since index ``after``, oldest first."""
         return [p for p in self._of(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, after) if p.uri == uri]
 
+    def published_uris(self, after: int = 0) -> list[str]:
+        """The URIs of every publication since index ``after``, in arrival order."""
+        return [p.uri for p in self._of(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, after)]
+
     def latest(self, uri: str) -> types.PublishDiagnosticsParams | None:
         found = self.for_uri(uri)
         return found[-1] if found else None
