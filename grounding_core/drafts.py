@@ -456,8 +456,8 @@ def _read_draft_front_matter(draft: ParsedDraft, content: str) -> None:
 def parse_context_node(node: Any) -> ContextSpec:
     """SPEC §6 context forms from a YAML node (or plain JSON value via :func:`parse_context_value`)."""
     if isinstance(node, yaml.Node):
-        try:
-            value = yaml.safe_load(yaml.serialize(node))
+        try:  # construct from the composed node (re-serialising it cost ~18 ms for 100 units)
+            value = yaml.constructor.SafeConstructor().construct_document(node)
         except (yaml.YAMLError, RecursionError, ValueError):
             return ContextSpec("units", error="context is not valid YAML")
     else:
