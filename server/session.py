@@ -380,7 +380,8 @@ class Session:
     def attach(self, params: types.InitializeParams, documents: GroundingWorkspace) -> None:
         """Take what ``initialize`` decided: the documents (with the negotiated codec), the
         client's capabilities and options, and the workspace folder (the first one, else
-        ``rootUri``)."""
+        ``rootUri``).
+        """
         self.documents = documents
         self.capabilities = params.capabilities
         self.initialization_options = params.initialization_options
