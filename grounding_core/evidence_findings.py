@@ -7,10 +7,10 @@ from one :class:`~grounding_core.index.IndexSnapshot`; nothing here keeps state 
 except the per-refresh :class:`ConflictCache` the caller owns.
 
 Related information of an evidence conflict (SPEC §7.4 caps the draft side at 5 sources per
-value; the evidence side follows it): for each *other* value first, then the line's own value,
-at most :data:`PER_VALUE` sources in (doc_id, version, line) order, the line itself left out,
-and at most :data:`MAX_RELATED` in all, so a key shared by 17,000 lines still gives small
-diagnostics. Each related location carries its line's text (``Location.line_text``), so
+value; the evidence side follows it): the *other* values' sources first, then the line's own
+value's, at most :data:`PER_VALUE` per value in (doc_id, version, line) order, the line itself
+left out, and at most :data:`MAX_RELATED` in all, so a key shared by 17,000 lines still gives
+small diagnostics. Each related location carries its line's text (``Location.line_text``), so
 converting it to an editor range reads no file.
 
 Cost: a refresh after a change reads what the change touches — :func:`affected_paths` names
@@ -26,29 +26,64 @@ import datetime as dt
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from .index import ConflictKey, IndexSnapshot, KeyedLine, KeySummary, VersionRecord, keyed_lines_of
+from .index import ConflictKey, IndexSnapshot, KeyedLine, KeySummary, LineIdentity, VersionRecord, keyed_lines_of
 from .model import Finding, Location, Span
 from .text import normalize, shorten
 
 PER_VALUE = 5
 """Related sources listed per distinct value (SPEC §7.4)."""
-MAX_RELATED = 20
-"""Related sources listed on one evidence conflict diagnostic in all."""
+MAX_RELATED = 5
+"""Related sources listed on one evidence conflict diagnostic in all: each line of a key shared
+by thousands of lines gets one, so a few sources that disagree with it (then sources that
+agree) say enough; the draft's finding and ``grounding conflicts`` list more."""
 MAX_VALUES_NAMED = 6
 """Distinct values named in one conflict message; the rest are counted."""
 CONFLICT_HINT = "Correct or revoke one of the sources; Grounding never picks a side."
 
 
-@dataclass(frozen=True, slots=True)
 class KeyConflict:
-    """One conflicting key as an evidence finding needs it: the message (computed once per
-    key) and, per distinct value, its first sources with their line texts.
+    """One conflicting key as evidence findings need it: the message (made once per key) and,
+    per distinct value, the related locations its lines show (made once per value).
     """
 
-    summary: KeySummary
-    message: str
-    sources: tuple[tuple[str, tuple[tuple[KeyedLine, str], ...]], ...]
-    """(normalised value, ((line, line text), ...)) in the summary's value order."""
+    def __init__(self, snapshot: IndexSnapshot, summary: KeySummary, display: Callable[[str], str]) -> None:
+        self.summary = summary
+        self.message = conflict_message(summary)
+        self._snapshot = snapshot
+        self._display = display
+        self._groups = {group.normalized: group for group in summary.values}
+        self._by_value: dict[str, tuple[tuple[Location, ...], tuple[tuple[LineIdentity, Location], ...]]] = {}
+        self._texts: dict[tuple[str, int], tuple[str, ...]] = {}
+
+    def related(self, line: KeyedLine, value: str) -> tuple[Location, ...]:
+        """The related locations of ``line`` (normalised value ``value``): the other values'
+        sources first, at most :data:`PER_VALUE` per value, :data:`MAX_RELATED` in all, never
+        the line itself.
+        """
+        made = self._by_value.get(value)
+        if made is None:
+            others: list[Location] = []
+            for group in self.summary.values:
+                if group.normalized == value:
+                    continue
+                others.extend(self._location(kl) for kl in group.sources[:min(PER_VALUE, MAX_RELATED - len(others))])
+                if len(others) == MAX_RELATED:
+                    break
+            own = self._groups[value].sources[:PER_VALUE + 1] if value in self._groups else ()
+            made = self._by_value[value] = (tuple(others), tuple((kl.identity, self._location(kl)) for kl in own))
+        others_made, own_made = made
+        room = min(PER_VALUE, MAX_RELATED - len(others_made))
+        mine = [loc for identity, loc in own_made if identity != line.identity][:room]
+        return others_made + tuple(mine)
+
+    def _location(self, kl: KeyedLine) -> Location:
+        lines = self._texts.get((kl.doc_id, kl.version))
+        if lines is None:
+            record = self._snapshot.record(kl.doc_id, kl.version)
+            lines = tuple(self._snapshot.document(record).lines) if record is not None else ()
+            self._texts[(kl.doc_id, kl.version)] = lines
+        text = lines[kl.line - 1] if 0 < kl.line <= len(lines) else ""
+        return Location(self._display(kl.path), kl.line, f"{kl.field}：{kl.value}", text)
 
 
 @dataclass
@@ -67,7 +102,7 @@ class ConflictCache:
     def conflict(self, key: ConflictKey) -> KeyConflict | None:
         if key not in self.keys:
             summary = self.snapshot.key_summary(key, self.today, per_value=PER_VALUE + 1)
-            self.keys[key] = _key_conflict(self.snapshot, summary) if summary.conflicting else None
+            self.keys[key] = KeyConflict(self.snapshot, summary, self.display) if summary.conflicting else None
         return self.keys[key]
 
 
@@ -89,44 +124,6 @@ def conflict_message(summary: KeySummary) -> str:
     return f"active sources disagree on '{shorten(name)}'{where}: " + " vs ".join(parts)
 
 
-def _key_conflict(snapshot: IndexSnapshot, summary: KeySummary) -> KeyConflict:
-    texts: dict[tuple[str, int], tuple[str, ...]] = {}
-
-    def text_of(kl: KeyedLine) -> str:
-        lines = texts.get((kl.doc_id, kl.version))
-        if lines is None:
-            record = snapshot.record(kl.doc_id, kl.version)
-            lines = tuple(snapshot.document(record).lines) if record is not None else ()
-            texts[(kl.doc_id, kl.version)] = lines
-        return lines[kl.line - 1] if 0 < kl.line <= len(lines) else ""
-
-    sources = tuple((g.normalized, tuple((kl, text_of(kl)) for kl in g.sources)) for g in summary.values)
-    return KeyConflict(summary, conflict_message(summary), sources)
-
-
-def related_for(line: KeyedLine, value: str, conflict: KeyConflict,
-                display: Callable[[str], str]) -> tuple[Location, ...]:
-    """Related locations of one conflicting line (order and caps in the module docstring).
-
-    ``value`` is the line's normalised value (SPEC §7.4 rule).
-    """
-    ordered = [group for group in conflict.sources if group[0] != value]
-    ordered += [group for group in conflict.sources if group[0] == value]
-    out: list[Location] = []
-    for _, sources in ordered:
-        taken = 0
-        for kl, text in sources:
-            if kl.identity == line.identity:
-                continue
-            if taken == PER_VALUE or len(out) == MAX_RELATED:
-                break
-            out.append(Location(display(kl.path), kl.line, f"{kl.field}：{kl.value}", text))
-            taken += 1
-        if len(out) == MAX_RELATED:
-            break
-    return tuple(out)
-
-
 def conflict_findings(record: VersionRecord, cache: ConflictCache) -> list[Finding]:
     """``field-conflict`` findings on the conflicting lines of one version (spans in its text).
 
@@ -143,8 +140,7 @@ def conflict_findings(record: VersionRecord, cache: ConflictCache) -> list[Findi
             continue
         text = doc.lines[kl.line - 1]
         out.append(Finding("field-conflict", Span.line(kl.line - 1, 0, len(text)), conflict.message,
-                           hint=CONFLICT_HINT,
-                           related=related_for(kl, normalize(kl.value), conflict, cache.display)))
+                           hint=CONFLICT_HINT, related=conflict.related(kl, normalize(kl.value))))
     return out
 
 
@@ -206,4 +202,4 @@ def conflict_paths(snapshot: IndexSnapshot, today: dt.date) -> dict[str, Version
 
 
 __all__ = ["CONFLICT_HINT", "MAX_RELATED", "PER_VALUE", "ConflictCache", "KeyConflict", "affected_paths",
-           "conflict_findings", "conflict_message", "conflict_paths", "file_findings", "related_for"]
+           "conflict_findings", "conflict_message", "conflict_paths", "file_findings"]

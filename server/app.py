@@ -20,7 +20,13 @@ Position encoding: pygls 2.1.1 picks the client's first offered encoding inside 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import inspect
+import json
 import logging
+import queue
+import threading
 from collections.abc import Generator, Sequence
 from importlib import metadata
 from typing import Any
@@ -37,7 +43,7 @@ from server.positions import PositionCodec, negotiate
 from server.protocol import DOCUMENT_TEXT, VERSION_TEXT
 from server.session import Session
 
-__all__ = ["GroundingProtocol", "GroundingServer", "PyglsClient", "build_server", "serve_stdio"]
+__all__ = ["GroundingProtocol", "GroundingServer", "PyglsClient", "QueuedWriter", "build_server", "serve_stdio"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,9 +54,16 @@ SERVER_NAME = "grounding"
 
 
 class GroundingProtocol(LanguageServerProtocol):
-    """pygls's protocol with our ``initialize``: SPEC §10 encoding and our document model."""
+    """pygls's protocol with our ``initialize``: SPEC §10 encoding and our document model;
+    and a writer that never blocks the event loop (:class:`QueuedWriter`)."""
 
     _server: GroundingServer
+
+    def set_writer(self, writer: Any, include_headers: bool = True) -> None:
+        """Send through a :class:`QueuedWriter` around pygls's blocking stdout writer."""
+        if not inspect.iscoroutinefunction(getattr(writer, "write", None)) and not isinstance(writer, QueuedWriter):
+            writer = QueuedWriter(writer)
+        super().set_writer(writer, include_headers)
 
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(
@@ -91,6 +104,40 @@ class GroundingProtocol(LanguageServerProtocol):
         return types.InitializeResult(
             capabilities=self.server_capabilities, server_info=self.server_info
         )
+
+
+class QueuedWriter:
+    """Writes messages to the client from one daemon thread, in the order they were sent.
+
+    pygls writes each message to stdout on the event loop, and a write blocks until the
+    client has read it: an editor busy parsing a large publication would stall every request
+    behind it. Here the loop only enqueues the bytes. ``close`` flushes what is queued (the
+    ``shutdown`` reply before ``exit``) for up to 5 s, then closes the stream. A broken pipe
+    ends the writing (the client is gone).
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="grounding-stdout", daemon=True)
+        self._thread.start()
+
+    def write(self, data: bytes) -> None:
+        self._queue.put(data)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=5)
+        with contextlib.suppress(Exception):
+            self._inner.close()
+
+    def _run(self) -> None:
+        while (data := self._queue.get()) is not None:
+            try:
+                self._inner.write(data)
+            except (BrokenPipeError, OSError, ValueError):
+                logger.error("Connection to the client is lost; dropping what is left to send.")
+                return
 
 
 # -------------------------------------------------------------------------- server
@@ -137,6 +184,27 @@ class PyglsClient:
     def publish_diagnostics(self, uri: str, version: int | None, diagnostics: Sequence[types.Diagnostic]) -> None:
         self.server.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=list(diagnostics)))
+
+    def prepare_diagnostics(self, uri: str, version: int | None, diagnostics: Sequence[types.Diagnostic]) -> bytes:
+        """The framed JSON-RPC message, serialised the way pygls's ``_send_data`` does (ASCII
+        JSON, so ``Content-Length`` counts characters = bytes); safe in a worker thread.
+        """
+        protocol = self.server.protocol
+        message = types.PublishDiagnosticsNotification(params=types.PublishDiagnosticsParams(
+            uri=uri, version=version, diagnostics=list(diagnostics)))
+        body = json.dumps(message, default=protocol._serialize_message)
+        header = (f"Content-Length: {len(body)}\r\n"
+                  f"Content-Type: {protocol.CONTENT_TYPE}; charset={protocol.CHARSET}\r\n\r\n")
+        return (header + body).encode(protocol.CHARSET)
+
+    def send_prepared(self, prepared: bytes) -> None:
+        writer = self.server.protocol.writer
+        if writer is None:
+            logger.error("Unable to send data, no available transport!")
+            return
+        result = writer.write(prepared)
+        if inspect.isawaitable(result):
+            asyncio.ensure_future(result)
 
     def notify(self, method: str, params: Any) -> None:
         self.server.protocol.notify(method, params)

@@ -19,7 +19,7 @@ from grounding_core.model import Edit, Finding, Location, Severity, Span
 from server.positions import PositionCodec
 
 __all__ = [
-    "DRAFT_MORE", "EVIDENCE_MORE", "MAX_DIAGNOSTICS", "SEVERITIES", "SOURCE", "LinesOf", "UriOf",
+    "DRAFT_MORE", "EVIDENCE_MORE", "MAX_DIAGNOSTICS", "MAX_RELATED", "SEVERITIES", "SOURCE", "LinesOf", "UriOf",
     "lsp_completion_item", "lsp_completion_list", "lsp_diagnostic", "lsp_diagnostics", "lsp_hover",
     "lsp_line_location", "lsp_location", "lsp_range", "lsp_workspace_edit", "span_from_json",
 ]
@@ -34,6 +34,10 @@ SEVERITIES = {
 MAX_DIAGNOSTICS = 1000
 """Diagnostics published for one file; errors first. A pasted log can hold 100k sentences,
 and publishing each would stall the client; the rest are counted in one information item."""
+
+MAX_RELATED = 100
+"""Related locations shown on one diagnostic (SPEC §7.4 lists at most 5 sources per value;
+this bounds a finding with very many values, the way :data:`MAX_DIAGNOSTICS` bounds a file)."""
 
 LinesOf = Callable[[str], Sequence[str]]
 """Lines (no terminators) of a file relative to the workspace root (related locations)."""
@@ -72,10 +76,16 @@ def lsp_location(location: Location, uri_of: UriOf, lines_of: LinesOf, codec: Po
 
 
 def lsp_diagnostic(finding: Finding, lines: Sequence[str], codec: PositionCodec, uri_of: UriOf,
-                   lines_of: LinesOf, related_info: bool = True) -> types.Diagnostic:
+                   lines_of: LinesOf, related_info: bool = True,
+                   location_of: Callable[[Location], types.Location] | None = None) -> types.Diagnostic:
     """One finding -> one diagnostic: ``code`` = GR code, ``source`` = grounding,
     ``data`` = {name, citation, fix}; the hint follows the message on its own line.
+    ``location_of`` converts a related location (default :func:`lsp_location`).
     """
+    if location_of is None:
+        def location_of(r: Location) -> types.Location:
+            return lsp_location(r, uri_of, lines_of, codec)
+
     data: dict[str, Any] = {"name": finding.name}
     if finding.citation:
         data["citation"] = finding.citation
@@ -84,9 +94,9 @@ def lsp_diagnostic(finding: Finding, lines: Sequence[str], codec: PositionCodec,
                        "range": _span_json(finding.fix.span)}
     related = None
     if related_info and finding.related:
-        related = [types.DiagnosticRelatedInformation(location=lsp_location(r, uri_of, lines_of, codec),
+        related = [types.DiagnosticRelatedInformation(location=location_of(r),
                                                       message=r.message or f"{r.path}:{r.line}")
-                   for r in finding.related]
+                   for r in finding.related[:MAX_RELATED]]
     message = finding.message + (f"\n{finding.hint}" if finding.hint else "")
     return types.Diagnostic(
         range=lsp_range(finding.span, lines, codec), message=message,
@@ -106,7 +116,22 @@ def lsp_diagnostics(findings: Sequence[Finding], lines: Sequence[str], codec: Po
     to see them).
     """
     shown = _most_severe(findings, limit)
-    out = [lsp_diagnostic(f, lines, codec, uri_of, lines_of, related_info) for f in shown]
+    files: dict[str, Sequence[str]] = {}  # each related file read once per call
+    locations: dict[Location, types.Location] = {}  # and each related location converted once
+
+    def lines_once(path: str) -> Sequence[str]:
+        found = files.get(path)
+        if found is None:
+            found = files[path] = lines_of(path)
+        return found
+
+    def location_once(location: Location) -> types.Location:
+        found = locations.get(location)
+        if found is None:
+            found = locations[location] = lsp_location(location, uri_of, lines_once, codec)
+        return found
+
+    out = [lsp_diagnostic(f, lines, codec, uri_of, lines_once, related_info, location_once) for f in shown]
     if len(findings) > len(shown):
         out.append(types.Diagnostic(
             range=types.Range(types.Position(0, 0), types.Position(0, 0)),

@@ -80,6 +80,14 @@ class Client(Protocol):
     def publish_diagnostics(self, uri: str, version: int | None,
                             diagnostics: Sequence[types.Diagnostic]) -> None: ...
 
+    def prepare_diagnostics(self, uri: str, version: int | None, diagnostics: Sequence[types.Diagnostic]) -> Any:
+        """A ``publishDiagnostics`` made ready to send (serialised); thread-safe, so a worker
+        does the heavy part and the loop only writes it with :meth:`send_prepared`.
+        """
+        ...
+
+    def send_prepared(self, prepared: Any) -> None: ...
+
     def notify(self, method: str, params: Any) -> None: ...
 
     def show_message(self, kind: types.MessageType, message: str) -> None: ...
@@ -236,6 +244,10 @@ class Tasks:
         self._tasks[name] = task
         task.add_done_callback(lambda t: self._done(name, t))
         return task
+
+    def running_prefixed(self, prefix: str) -> list[asyncio.Task[Any]]:
+        """The running tasks whose name starts with ``prefix``."""
+        return [t for name, t in self._tasks.items() if name.startswith(prefix) and not t.done()]
 
     def running(self, name: str) -> asyncio.Task[Any] | None:
         task = self._tasks.get(name)

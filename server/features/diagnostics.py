@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 from lsprotocol import types
 
 from server.convert import lsp_diagnostics
 from server.features import status
-from server.session import DEBOUNCE_SECONDS, DraftResult, FileLines, IndexView, Session
+from server.session import DEBOUNCE_SECONDS, Client, DraftResult, FileLines, IndexView, Session
 
 __all__ = ["did_change", "did_close", "did_open", "did_save", "document_text", "draft_diagnostics",
            "pull", "pull_mode", "recheck_open_drafts", "schedule"]
@@ -75,8 +76,11 @@ def document_text(session: Session, params: object) -> dict[str, object] | None:
 # ------------------------------------------------------------------------- checking
 
 
+CHECK_PREFIX = "check:"
+
+
 def _task_name(uri: str) -> str:
-    return f"check:{uri}"
+    return CHECK_PREFIX + uri
 
 
 def schedule(session: Session, uri: str, delay: float) -> None:
@@ -98,11 +102,18 @@ async def _check(session: Session, uri: str, delay: float) -> None:
         return
     view = session.current_view()
     assert view is not None
-    diagnostics = await session.readers.run(draft_diagnostics, result, view, _related(session), session.file_lines)
+    prepared = await session.readers.run(_prepared, session.client, result, view, _related(session),
+                                         session.file_lines)
     if not session.is_fresh(result):
         return
-    session.client.publish_diagnostics(uri, result.document.version, diagnostics)
+    session.client.send_prepared(prepared)
     status.on_result(session, result)
+
+
+def _prepared(client: Client, result: DraftResult, view: IndexView, related: bool, file_lines: FileLines) -> Any:
+    """The publication of one result, converted and serialised (worker thread)."""
+    items = draft_diagnostics(result, view, related, file_lines)
+    return client.prepare_diagnostics(result.uri, result.document.version, items)
 
 
 def _related(session: Session) -> bool:

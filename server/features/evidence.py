@@ -20,8 +20,9 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from lsprotocol import types
+from pygls.uris import from_fs_path
 
 from grounding_core.evidence_findings import ConflictCache, affected_paths, conflict_paths, file_findings
 from grounding_core.index import IndexSnapshot, VersionRecord
@@ -29,8 +30,9 @@ from grounding_core.model import Finding
 from grounding_core.store import ScanResult
 from grounding_core.text import split_lines
 from server.convert import EVIDENCE_MORE, lsp_diagnostics
+from server.features import diagnostics
 from server.positions import PositionCodec
-from server.session import FileLines, IndexView, Session
+from server.session import Client, FileLines, IndexView, Session
 
 __all__ = ["CHUNK", "refresh"]
 
@@ -54,6 +56,8 @@ class _State:
     """Evidence path -> the scan's findings, non-empty only (replaced, never mutated)."""
     snapshot: IndexSnapshot | None = None
     """The snapshot the published findings were computed from."""
+    root: Path | None = None
+    """The evidence root :attr:`published` paths are relative to."""
     epoch: int = -1
     scan: ScanResult | None = None
     docs: set[str] = field(default_factory=set)
@@ -86,17 +90,26 @@ def refresh(session: Session, scan: ScanResult | None, before: IndexView | None)
 async def _refresh_loop(session: Session) -> None:
     state = _state(session)
     while state.full or state.scan is not None or state.paths:
+        checks = session.tasks.running_prefixed(diagnostics.CHECK_PREFIX)
+        if checks:  # draft diagnostics of this pass first: they are what the writer waits for
+            await asyncio.wait(checks)
         view = session.current_view()
         if view is None:
             return
+        if state.root != view.config.evidence_root:  # a new evidence folder: clear the old one's
+            for path in state.published:
+                session.client.publish_diagnostics(_uri(state.root, path), None, [])
+            state.published, state.scan_map, state.root, state.full = {}, {}, view.config.evidence_root, True
         scan, docs, paths, full = state.scan, state.docs, state.paths, state.full
         state.scan, state.docs, state.paths, state.full = None, set(), {}, False
         before = state.snapshot if state.epoch == view.epoch and not full else None
         plan = await session.readers.run(
             _plan, view, before, state.scan_map, scan.evidence if scan is not None else None,
-            list(scan.changed) if scan is not None else [], docs, paths, set(state.published) if full else set())
+            list(scan.changed) if scan is not None else [], docs, paths, set(state.published))
         state.scan_map = plan.scan_map
         todo = list(plan.affected.items())
+        # one cache of conflict keys for the whole refresh (the chunks run one at a time)
+        cache = ConflictCache(view.snapshot, view.today, view.config.evidence_display)
         for start in range(0, len(todo), CHUNK):
             current = session.current_view()
             if current is None or current.generation != view.generation:
@@ -105,11 +118,10 @@ async def _refresh_loop(session: Session) -> None:
                 break
             chunk = todo[start:start + CHUNK]
             digests = {path: state.published.get(path) for path, _ in chunk}
-            out = await session.readers.run(_chunk, view, session.codec, session.file_lines, chunk,
-                                            plan.scan_map, digests, plan.forced)
-            for path, digest, diagnostics in out:
-                uri = view.evidence_uri(path)
-                session.client.publish_diagnostics(uri, None, diagnostics)
+            out = await session.readers.run(_chunk, view, cache, session.client, session.codec, session.file_lines,
+                                            chunk, plan.scan_map, digests)
+            for path, digest, prepared in out:
+                session.client.send_prepared(prepared)
                 if digest is None:
                     state.published.pop(path, None)
                 else:
@@ -123,8 +135,6 @@ async def _refresh_loop(session: Session) -> None:
 class _Plan:
     scan_map: ScanMap
     affected: dict[str, VersionRecord | None]
-    forced: frozenset[str]
-    """Paths re-read by the scan: published again even when their findings look the same."""
 
 
 def _plan(view: IndexView, before: IndexSnapshot | None, old_map: ScanMap,
@@ -139,8 +149,9 @@ def _plan(view: IndexView, before: IndexSnapshot | None, old_map: ScanMap,
         for path in set(old_map) | set(scan_map):
             if old_map.get(path) != scan_map.get(path):
                 affected.setdefault(path, None)
-        for path in changed:
-            affected.setdefault(path, None)
+        for path in changed:  # re-read: its ranges may move, if it shows anything
+            if path in scan_map or path in published:
+                affected.setdefault(path, None)
     if before is None:
         for path in (*scan_map, *published):
             affected.setdefault(path, None)
@@ -151,27 +162,29 @@ def _plan(view: IndexView, before: IndexSnapshot | None, old_map: ScanMap,
         for path, record in affected_paths(before, snapshot, docs, today).items():
             if affected.get(path) is None:
                 affected[path] = record
-    return _Plan(scan_map, dict(sorted(affected.items())), frozenset(changed))
+    return _Plan(scan_map, dict(sorted(affected.items())))
 
 
-def _chunk(view: IndexView, codec: PositionCodec, file_lines: FileLines,
-           chunk: Iterable[tuple[str, VersionRecord | None]], scan_map: ScanMap, digests: dict[str, int | None],
-           forced: frozenset[str]) -> list[tuple[str, int | None, list[types.Diagnostic]]]:
-    """Findings and diagnostics of the files in ``chunk`` whose findings changed (worker)."""
+def _chunk(view: IndexView, cache: ConflictCache, client: Client, codec: PositionCodec, file_lines: FileLines,
+           chunk: Iterable[tuple[str, VersionRecord | None]], scan_map: ScanMap,
+           digests: dict[str, int | None]) -> list[tuple[str, int | None, Any]]:
+    """The files in ``chunk`` whose findings changed: path, new digest (None: no findings any
+    more) and the prepared publication (worker thread).
+    """
     snapshot = view.snapshot
-    cache = ConflictCache(snapshot, view.today, view.config.evidence_display)
     root = view.config.root
-    out: list[tuple[str, int | None, list[types.Diagnostic]]] = []
+    out: list[tuple[str, int | None, Any]] = []
     for path, hint in chunk:
         record = hint if hint is not None and hint.path == path else snapshot.record_for_path(path)
         scanned = scan_map.get(path, ())
         findings = file_findings(path, scanned, cache, record)
         if not findings:
             if digests.get(path) is not None:
-                out.append((path, None, []))
+                out.append((path, None, client.prepare_diagnostics(view.evidence_uri(path), None, [])))
             continue
+        # the version's hash is part of the digest: its text changed, its ranges may have moved
         digest = hash((record.sha256 if record is not None else "", findings))
-        if digests.get(path) == digest and path not in forced:
+        if digests.get(path) == digest:
             continue
         # The scan's findings are about the file as it is now (which the index may not hold);
         # conflicts are about the indexed version, the file's current content otherwise.
@@ -179,10 +192,14 @@ def _chunk(view: IndexView, codec: PositionCodec, file_lines: FileLines,
             lines: Sequence[str] = snapshot.document(record).lines
         else:
             lines = _disk_lines(view.config.evidence_root, path)
-        diagnostics = lsp_diagnostics(findings, lines, codec, view.root_uri,
-                                      lambda rel: file_lines(str(root / rel)), more=EVIDENCE_MORE)
-        out.append((path, digest, diagnostics))
+        items = lsp_diagnostics(findings, lines, codec, view.root_uri, lambda rel: file_lines(str(root / rel)),
+                                more=EVIDENCE_MORE)
+        out.append((path, digest, client.prepare_diagnostics(view.evidence_uri(path), None, items)))
     return out
+
+
+def _uri(root: Path | None, path: str) -> str:
+    return (from_fs_path(str(root / path)) or "") if root is not None else path
 
 
 def _disk_lines(evidence_root: Path, path: str) -> tuple[str, ...]:

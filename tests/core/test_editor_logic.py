@@ -89,7 +89,7 @@ def test_evidence_conflict_related_lists_other_values_first_five_per_value(make_
     related = on_notice[0].related
     assert related[0].path == "evidence/poster.md"  # the other value first
     assert "evidence/notice.md" not in [r.path for r in related]  # never the line itself
-    assert len(related) == 1 + PER_VALUE <= MAX_RELATED
+    assert len(related) == MAX_RELATED and MAX_RELATED <= 1 + PER_VALUE
     assert [f.name for f in file_findings("notice.md", (Finding("version-reuse", Span(0, 0, 0, 3), "m"),), cache)
             ] == ["version-reuse", "field-conflict"]
 

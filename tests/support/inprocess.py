@@ -47,6 +47,13 @@ class RecordingPort:
         self.recorder.record(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, types.PublishDiagnosticsParams(
             uri=uri, version=version, diagnostics=list(diagnostics)))
 
+    def prepare_diagnostics(self, uri: str, version: int | None,
+                            diagnostics: Sequence[types.Diagnostic]) -> types.PublishDiagnosticsParams:
+        return types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=list(diagnostics))
+
+    def send_prepared(self, prepared: Any) -> None:
+        self.recorder.record(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, prepared)
+
     def notify(self, method: str, params: Any) -> None:
         self.recorder.record(method, params)
 
