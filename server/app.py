@@ -55,7 +55,8 @@ SERVER_NAME = "grounding"
 
 class GroundingProtocol(LanguageServerProtocol):
     """pygls's protocol with our ``initialize``: SPEC §10 encoding and our document model;
-    and a writer that never blocks the event loop (:class:`QueuedWriter`)."""
+    and a writer that never blocks the event loop (:class:`QueuedWriter`).
+    """
 
     _server: GroundingServer
 
