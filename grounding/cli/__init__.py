@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from grounding_core.config import ConfigError
+from grounding_core.config import ConfigError, find_workspace_root
 from grounding_core.model import DraftReport, Finding, Severity
 from grounding_core.store import IndexError_, ScanResult
 from grounding_core.workspace import Workspace
@@ -56,7 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--root", type=Path, default=Path.cwd(), help="workspace root (default: cwd)")
+        p.add_argument("--root", type=Path, default=None,
+                       help="workspace root (default: the nearest folder at or above the current one"
+                       " holding grounding.toml, else the current folder)")
         p.add_argument("--evidence", help="evidence folder, relative to the root (overrides grounding.toml)")
         p.add_argument("--today", type=_date, help="pin today's date (YYYY-MM-DD) for activity checks")
 
@@ -94,6 +96,12 @@ def _parser() -> argparse.ArgumentParser:
     answer.add_argument("--format", choices=("md", "json"), default="md")
     answer.set_defaults(run=cmd_answer)
 
+    log = sub.add_parser("log", help="list the index's events (seq, kind, doc_id, version, path, time) for --at N")
+    common(log)
+    log.add_argument("--doc", metavar="DOC_ID", help="only this document's events")
+    log.add_argument("--format", choices=("text", "json"), default="text")
+    log.set_defaults(run=cmd_log)
+
     lsp = sub.add_parser("lsp", help="run the language server on stdio")
     lsp.set_defaults(run=cmd_lsp)
     return parser
@@ -108,7 +116,7 @@ def _date(text: str) -> dt.date:
 
 def open_workspace(args: argparse.Namespace) -> Workspace:
     """Open the workspace named by ``--root``/``--evidence``/``--today``; UsageError if unusable."""
-    root: Path = args.root
+    root: Path = args.root if args.root is not None else find_workspace_root(Path.cwd())
     if not root.is_dir():
         raise UsageError(f"--root {root}: not a folder")
     overrides: dict[str, Any] = {}
@@ -322,6 +330,31 @@ def cmd_index(args: argparse.Namespace) -> int:
             for f in fs:
                 print(f"{path}:{f.span.start_line + 1}:{f.span.start_col + 1}: "
                       f"{f.effective_severity.value} {f.code} {f.name}: {f.message}")
+    return EXIT_OK
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    """``grounding log``: every event (SPEC §4, §9), so ``check --at N`` can be chosen.
+
+    Scans first (like every command), so the log is up to date with the evidence folder.
+    """
+    ws = open_workspace(args)
+    ws.scan()
+    entries = ws.store.log_entries(args.doc)
+    if args.format == "json":
+        print(json.dumps([{"seq": e.seq, "kind": e.kind, "doc_id": e.doc_id, "version": e.version,
+                           "sha256": e.sha256, "path": ws.config.evidence_display(e.path) if e.path else "",
+                           "reason": e.reason, "recorded_at": e.recorded_at} for e in entries],
+                         ensure_ascii=False, indent=1))
+        return EXIT_OK
+    for e in entries:
+        where = ws.config.evidence_display(e.path) if e.path else ""
+        detail = f" sha256:{e.sha256[:12]} {where}" if e.kind == "import" else f" ({e.reason})"
+        print(f"{e.seq:>6}  {e.recorded_at}  {e.kind:<6}  {e.doc_id}@{e.version}{detail}")
+    if not entries:
+        print("the event log is empty" + (f" for {args.doc!r}" if args.doc else ""))
+    else:
+        print(f"{len(entries)} event(s); `grounding check --at N` checks against the state after event N")
     return EXIT_OK
 
 
