@@ -279,10 +279,30 @@ def print_text(reports: list[DraftReport], evidence: dict[str, list[Finding]]) -
             if f.hint:
                 print(f"    hint: {f.hint}")
     for r in reports:
-        print(f"{r.path}: {r.status.value}; required {_list(r.required_fields)}, covered "
-              f"{_list(r.covered_fields)}, missing {_list(r.missing_fields)}; coverage {r.coverage:.2f}")
+        print(summary_line(r))
     print(f"{len(reports)} draft(s): {counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s),"
           f" {counts[Severity.INFORMATION]} information")
+
+
+def summary_line(r: DraftReport) -> str:
+    """One line per draft: status and finding counts first, then fields and coverage (§7.5).
+
+    Coverage is only shown when the draft requires fields; with no active line carrying a
+    required field it is 1.00 by definition, and the line says so instead of looking like success.
+    """
+    counts = {s: 0 for s in Severity}
+    for f in r.findings:
+        counts[f.effective_severity] += 1
+    found = ", ".join(f"{n} {label}" for n, label in (
+        (counts[Severity.ERROR], "error(s)"), (counts[Severity.WARNING], "warning(s)")) if n) or "no problems"
+    line = f"{r.path}: {r.status.value} ({found})"
+    if not r.required_fields:
+        return line + "; no required fields"
+    line += (f"; required {_list(r.required_fields)}, covered {_list(r.covered_fields)},"
+             f" missing {_list(r.missing_fields)}")
+    if r.coverage == 1.0 and r.missing_fields:
+        return line + "; coverage 1.00 only because no active line carries a missing field"
+    return line + f"; coverage {r.coverage:.2f}"
 
 
 def _list(items: list[str]) -> str:

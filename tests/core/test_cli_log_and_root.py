@@ -76,3 +76,15 @@ def test_without_any_config_the_working_directory_is_the_root(tmp_path: Path) ->
     (tmp_path / "sub").mkdir()
     assert find_workspace_root(tmp_path / "sub") in {(tmp_path / "sub").resolve()} | {
         p for p in (tmp_path / "sub").resolve().parents if (p / "grounding.toml").is_file()}
+
+
+def test_summary_leads_with_status_and_counts_and_explains_a_vacuous_coverage(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_files(tmp_path, {
+        "evidence/schedule.md": SCHEDULE_V2,
+        "answers/a.md": "---\nfields: [报名截止时间]\ncontext: {units: [\"schedule@2\"]}\n---\n没有可引用的内容。\n",
+    })
+    code, out, _ = run(capsys, "check", "--root", tmp_path)
+    line = next(x for x in out.splitlines() if x.startswith("answers/a.md: "))
+    assert line.startswith("answers/a.md: abstain (1 warning(s)); required [报名截止时间]")
+    assert line.endswith("coverage 1.00 only because no active line carries a missing field")
