@@ -9,11 +9,13 @@
 --   GROUNDING_CONFIG   the configuration file to load (editors/nvim/*.lua)
 --   GROUNDING_PYTHON   set as vim.g.grounding_python (the server runs as PYTHON -m grounding.cli lsp)
 --   GROUNDING_SCRIPT   a JSON file: a list of steps (below)
---   GROUNDING_RESULT   where to write the JSON result: {nvim, steps: [...]} or {error}
+--   GROUNDING_RESULT   where to write the JSON result {nvim, steps: [...], error?, finished}
+--                      (rewritten after every step)
 --   GROUNDING_WAIT_MS  upper bound for each wait (default 20000)
 --   GROUNDING_HIDE_ENABLE  "1": hide vim.lsp.config/enable so a 0.11 runs the 0.10 code path
 --
--- Steps ({op = ..., at = {LINE, BYTE}} puts the cursor first: 1-based line, 0-based byte):
+-- Steps ({op = ..., id = ..., at = {LINE, BYTE}}: `id` is copied to the step's result; `at`
+-- puts the cursor there first: 1-based line, 0-based byte):
 --   diagnostics {after_edit?}  wait for a publishDiagnostics of the buffer (after_edit: one
 --                              newer than the last edit step); record vim.diagnostic.get()
 --   hover                      vim.lsp.buf.hover(); record the floating window's lines
@@ -137,6 +139,7 @@ function steps.definition(_, out)
 end
 
 function steps.back(_, out)
+  vim.cmd('silent! only')
   vim.api.nvim_set_current_buf(draft)
   out.name = vim.api.nvim_buf_get_name(draft)
 end
@@ -177,14 +180,16 @@ end
 
 function steps.complete(step, out)
   local items
+  local finished = false -- scheduled ticks may queue up: only the first one acts
   local timer = vim.loop.new_timer()
   local started = vim.loop.now()
   timer:start(20, 20, vim.schedule_wrap(function()
+    if finished then return end
     local info = vim.fn.complete_info({ 'items', 'selected' })
     local timed_out = vim.loop.now() - started > wait_ms
     if not (info.items and #info.items > 0) and not timed_out then return end
+    finished = true
     timer:stop()
-    timer:close()
     items = info.items or {}
     local keys = '<C-e>'
     for index, item in ipairs(items) do
@@ -200,6 +205,7 @@ function steps.complete(step, out)
   -- 'x!' runs the keys and stays in Insert mode (processing events, so the server's answer
   -- arrives) until the timer above leaves it.
   feed(step.keys .. '<C-x><C-o>', 'x!')
+  timer:close()
   out.items = {}
   for _, item in ipairs(items or {}) do
     table.insert(out.items, { word = item.word, abbr = item.abbr, menu = item.menu,
@@ -229,6 +235,13 @@ function steps.ex(step, out)
   end
 end
 
+local function write(result)
+  local file = assert(io.open(env.GROUNDING_RESULT .. '.part', 'w'))
+  file:write(vim.fn.json_encode(result))
+  file:close()
+  assert(os.rename(env.GROUNDING_RESULT .. '.part', env.GROUNDING_RESULT))
+end
+
 local function run()
   local v = vim.version()
   local result = { nvim = string.format('%d.%d.%d', v.major, v.minor, v.patch), steps = {} }
@@ -239,10 +252,12 @@ local function run()
     local script = vim.fn.json_decode(file:read('*a'))
     file:close()
     for _, step in ipairs(script) do
-      local out = { op = step.op }
+      local out = { op = step.op, id = step.id }
+      local started = vim.loop.hrtime()
       vim.v.errmsg = ''
       local step_ok, step_err = pcall(function()
         if step.at then
+          vim.cmd('silent! only') -- e.g. the quickfix window :GroundingConflicts opened
           vim.api.nvim_set_current_buf(draft)
           vim.api.nvim_win_set_cursor(0, { step.at[1], step.at[2] })
         end
@@ -250,13 +265,14 @@ local function run()
       end)
       if not step_ok then out.error = tostring(step_err) end
       if vim.v.errmsg ~= '' then out.errmsg = vim.v.errmsg end
+      out.ms = math.floor((vim.loop.hrtime() - started) / 1e6)
       table.insert(result.steps, out)
+      write(result) -- after every step, so a run that hangs still shows how far it got
     end
   end)
   if not ok then result.error = tostring(err) end
-  local file = assert(io.open(env.GROUNDING_RESULT, 'w'))
-  file:write(vim.fn.json_encode(result))
-  file:close()
+  result.finished = true
+  write(result)
   local all = vim.lsp.get_clients or vim.lsp.get_active_clients
   for _, client in pairs(all()) do vim.lsp.stop_client(client.id) end
   vim.wait(3000, function() return #all() == 0 end, 20)
