@@ -42,6 +42,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INIT_LUA = Path(__file__).resolve().parent / "nvim" / "init.lua"
 DRIVE_LUA = Path(__file__).resolve().parent / "nvim" / "drive.lua"
+PROBE_LUA = Path(__file__).resolve().parent / "nvim" / "probe.lua"
 EDITORS = REPO_ROOT / "editors" / "nvim"
 NVIM_TIMEOUT_SECONDS = 120
 """Upper bound for one editor run (start, index, check, actions, shutdown); ~5 s normally."""
@@ -437,3 +438,42 @@ def test_config_old_version_opens_as_a_read_only_file_in_neovim_07(config_run: C
     assert (old["line"], old["text"]) == (12, "- 退款方式：原路退回")
     assert "errmsg" not in old, old["errmsg"]
     assert stat.S_IMODE(version_file.stat().st_mode) == 0o444
+
+
+@pytest.mark.parametrize(("binary", "config"), [
+    pytest.param(NVIM_07, "grounding-0.7.lua", id="nvim-0.7/grounding-0.7.lua", marks=needs_07),
+    pytest.param(NVIM_NEW, "grounding.lua", id="nvim-0.10+/grounding.lua", marks=needs_new),
+])
+def test_config_installed_as_the_readme_says_attaches(binary: Path, config: str, tmp_path: Path) -> None:
+    """The README's own install command, run verbatim with HOME in a temporary folder, then a
+    plain ``nvim`` (no ``--clean``: the user's config dir is read) on a draft.
+    """
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    commands = [c for c in re.findall(r"`([^`]*)`", readme) if f"cp editors/nvim/{config} " in c]
+    assert len(commands) == 1, f"the README has no single install command for {config}"
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("XDG_")}
+    env["HOME"] = str(home)
+    subprocess.run(["bash", "-c", commands[0]], cwd=REPO_ROOT, env=env, check=True, timeout=30)
+    # The README's setting for a virtual environment, in init.lua (read before plugin/).
+    (home / ".config" / "nvim" / "init.lua").write_text(
+        f"vim.g.grounding_python = {json.dumps(sys.executable)}\n", encoding="utf-8")
+    root = tmp_path / "examples"
+    shutil.copytree(REPO_ROOT / "examples", root, ignore=shutil.ignore_patterns(".grounding"))
+    result = tmp_path / "probe.json"
+    env.update(GROUNDING_RESULT=str(result), GROUNDING_WAIT_MS=str(WAIT_MS),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    completed = subprocess.run(
+        [str(binary), "--headless", "-n", "-c", f"luafile {PROBE_LUA}", str(root / "answers" / "open-day.md")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=NVIM_TIMEOUT_SECONDS,
+        stdin=subprocess.DEVNULL)
+    assert result.exists(), f"exit {completed.returncode}; stderr: {completed.stderr[-2000:]}"
+    out = json.loads(result.read_text(encoding="utf-8"))
+    assert out["attached"], f"no grounding client attached; stderr: {completed.stderr[-2000:]}"
+    assert out["root_dir"] == str(root)
+    assert out["cmd"] == [sys.executable, "-m", "grounding.cli", "lsp"]
+    assert out["offset_encoding"] == "utf-8"
+    assert out["omnifunc"] == "v:lua.vim.lsp.omnifunc"
+    assert {"GroundingFixAll", "GroundingCite", "GroundingConflicts", "GroundingContext",
+            "GroundingReindex"} <= set(out["commands"])
