@@ -251,15 +251,20 @@ COMPLETED = '[^9]: returns-policy@2:11 sha256:732cc7749d32 "- 退货期限：签
 def _script() -> list[dict[str, Any]]:
     """The editor actions, in order (positions: 1-based line, 0-based byte in the line)."""
     on_ref1 = byte_len(CLAIM_LINE[:CLAIM_LINE.index("[^1]")]) + 1  # inside `[^1]`, after emoji
+    on_third = byte_len(CLAIM_LINE[:CLAIM_LINE.index("退货地址")])  # the uncited sentence
+    on_stale = len("[^3]: ret")
     return [
         {"id": "open", "op": "diagnostics"},
-        {"id": "hover", "op": "hover", "at": [6, on_ref1]},
-        {"id": "definition", "op": "definition", "at": [6, on_ref1]},
+        # The configurations' own mappings: K, gd, <leader>ca.
+        {"id": "hover", "op": "hover", "at": [6, on_ref1], "keys": "K"},
+        {"id": "definition", "op": "definition", "at": [6, on_ref1], "keys": "gd"},
         {"op": "back"},
-        {"id": "old-version", "op": "definition", "at": [11, len("[^3]: ret")]},
+        {"id": "old-version", "op": "definition", "at": [11, on_stale], "keys": "gd"},
         {"op": "back"},
-        {"id": "code-action", "op": "code_action", "at": [11, len("[^3]: ret")], "title": "Re-anchor"},
+        {"id": "code-action", "op": "code_action", "at": [11, on_stale], "keys": "<leader>ca",
+         "title": "Re-anchor"},
         {"id": "after-fix", "op": "diagnostics", "after_edit": True},
+        {"id": "cite", "op": "ex", "at": [6, on_third], "command": "GroundingCite", "wait": "changed"},
         {"id": "conflicts", "op": "ex", "command": "GroundingConflicts", "wait": "qflist"},
         {"id": "complete", "op": "complete", "at": [11, 0], "keys": "Go[^9]: returns-policy@2:",
          "accept": "11"},
@@ -403,6 +408,17 @@ def test_config_completion_accepted_writes_a_verified_citation(config_run: Confi
     assert completed["accepted"] == "11"
     assert completed["line"] == COMPLETED  # id, hash prefix and the whole line as the quote
     assert completed["mode"] == "n"
+
+
+def test_config_cite_command_cites_the_sentence_under_the_cursor(config_run: ConfigRun) -> None:
+    # The cursor sits after emoji and CJK: the command's position must be in the client's units.
+    cited = config_run.step("cite")
+    assert cited["done"], "the buffer did not change"
+    lines = cited["lines"]
+    assert lines[5] == CLAIM_LINE.replace("张江路88号。", "张江路88号[^4]。")
+    while lines and lines[-1] == "":  # Neovim 0.11 leaves an empty line after an append at EOF
+        lines = lines[:-1]
+    assert lines[-1] == '[^4]: returns-policy@2:15 sha256:732cc7749d32 "- 退货地址：上海市浦东新区张江路88号 售后中心"'
 
 
 def test_config_conflicts_command_fills_the_quickfix_list(config_run: ConfigRun) -> None:

@@ -18,10 +18,13 @@
 -- puts the cursor there first: 1-based line, 0-based byte):
 --   diagnostics {after_edit?}  wait for a publishDiagnostics of the buffer (after_edit: one
 --                              newer than the last edit step); record vim.diagnostic.get()
---   hover                      vim.lsp.buf.hover(); record the floating window's lines
---   definition                 vim.lsp.buf.definition(); record where the cursor landed
+--   hover {keys?}              type KEYS (e.g. K) or call vim.lsp.buf.hover(); record the
+--                              floating window's lines
+--   definition {keys?}         type KEYS (gd) or call vim.lsp.buf.definition(); record where
+--                              the cursor landed
 --   back                       return to the draft's buffer
---   code_action {title}        vim.lsp.buf.code_action(), choosing (vim.ui.select) the first
+--   code_action {title, keys?} type KEYS or call vim.lsp.buf.code_action(), choosing
+--                              (vim.ui.select) the first
 --                              action whose title contains TITLE; record titles and lines
 --   complete {keys, accept?}   feed KEYS in Insert mode then CTRL-X CTRL-O; record the
 --                              completion items; accept the item whose abbr is ACCEPT
@@ -110,18 +113,24 @@ function steps.diagnostics(step, out)
   out.omnifunc = vim.bo[draft].omnifunc
 end
 
-function steps.hover(_, out)
+-- With `keys` (the configuration's mapping, e.g. K) the step types them; else it calls the
+-- function the mapping is documented to run.
+local function press(step, fallback)
+  if step.keys then feed(step.keys, 'x') else fallback() end
+end
+
+function steps.hover(step, out)
   close_floats()
-  vim.lsp.buf.hover()
+  press(step, vim.lsp.buf.hover)
   out.shown = vim.wait(wait_ms, function() return #floats() > 0 end, 20)
   local win = floats()[1]
   if win then out.lines = lines_of(vim.api.nvim_win_get_buf(win)) end
   close_floats()
 end
 
-function steps.definition(_, out)
+function steps.definition(step, out)
   local before = { vim.api.nvim_get_current_buf(), vim.api.nvim_win_get_cursor(0)[1] }
-  vim.lsp.buf.definition()
+  press(step, vim.lsp.buf.definition)
   out.moved = vim.wait(wait_ms, function()
     return vim.api.nvim_get_current_buf() ~= before[1] or vim.api.nvim_win_get_cursor(0)[1] ~= before[2]
   end, 20)
@@ -167,7 +176,7 @@ function steps.code_action(step, out)
   local tick = vim.api.nvim_buf_get_changedtick(draft)
   last_edit_count = count_of(vim.uri_from_bufnr(draft))
   local ok, err = pcall(function()
-    vim.lsp.buf.code_action()
+    press(step, vim.lsp.buf.code_action)
     out.offered = vim.wait(wait_ms, function() return #out.titles > 0 end, 20)
     out.applied = vim.wait(wait_ms, function()
       return vim.api.nvim_buf_get_changedtick(draft) ~= tick
