@@ -68,6 +68,7 @@ import dataclasses
 import functools
 import io
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -143,6 +144,9 @@ PALETTE: tuple[tuple[str, tuple[int, int, int]], ...] = (
 """Reference sRGB colours; a colour takes the name of the nearest one by CIE76 distance
 (D65 white). Several references per name cover light and dark shades (navy is blue, maroon
 red). ``(255, 0, 0)`` is red."""
+
+
+_REGION_NAME = re.compile(r"r[1-9][0-9]{0,8}", re.ASCII)
 
 
 class ImageError(EvidenceError):
@@ -229,7 +233,7 @@ class Measurement:
 
     def region(self, name: str) -> Region | None:
         """The region cited as ``name`` (``"r2"``), or None when there is no such region."""
-        if len(name) < 2 or name[0] != "r" or not name[1:].isdigit() or name[1] == "0":
+        if _REGION_NAME.fullmatch(name) is None:
             return None
         number = int(name[1:])
         return self.regions[number - 1] if number <= len(self.regions) else None
@@ -330,6 +334,12 @@ def decode_png(data: bytes, max_pixels: int = MAX_PIXELS) -> Image.Image:
     Raises :class:`ImageError` (``unreadable-evidence``) for bytes without the PNG signature,
     undecodable or truncated data, and images of more than ``max_pixels`` pixels.
     """
+    image = _decode(data, max_pixels)
+    return image if image.mode == "RGBA" else image.convert("RGBA")
+
+
+def _decode(data: bytes, max_pixels: int) -> Image.Image:
+    """:func:`decode_png`, but ``RGB`` when the PNG has no alpha channel or transparent colour."""
     from PIL import Image
 
     hint = "Export the image again as PNG; nothing else in the index is affected."
@@ -343,7 +353,8 @@ def decode_png(data: bytes, max_pixels: int = MAX_PIXELS) -> Image.Image:
                 f"image evidence not indexed: {width}x{height} pixels is more than the"
                 f" {max_pixels:,} the measurement reads", "Scale the image down.")
         image.load()
-        return image.convert("RGBA")
+        mode = "RGBA" if image.has_transparency_data else "RGB"
+        return image if image.mode == mode else image.convert(mode)
     except ImageError:
         raise
     except Exception as exc:  # Pillow's decoders raise OSError, SyntaxError, ValueError, zlib.error, …
@@ -363,8 +374,7 @@ def measure(data: bytes, language: str = "zh", *, max_pixels: int = MAX_PIXELS) 
     pixels, ``ValueError`` for an unknown ``language``.
     """
     _check_language(language)
-    rgba = _as_array(decode_png(data, max_pixels))
-    return measure_pixels(rgba, language)
+    return measure_pixels(_as_array(_decode(data, max_pixels)), language)
 
 
 def _as_array(image: Image.Image) -> npt.NDArray[np.uint8]:
@@ -374,7 +384,9 @@ def _as_array(image: Image.Image) -> npt.NDArray[np.uint8]:
 
 
 def measure_pixels(rgba: npt.NDArray[np.uint8], language: str = "zh") -> Measurement:
-    """:func:`measure` on a decoded ``(height, width, 4)`` uint8 RGBA array."""
+    """:func:`measure` on a decoded ``(height, width, 4)`` uint8 RGBA array, or an RGB one
+    ``(height, width, 3)`` (every pixel opaque).
+    """
     import numpy as np
     from skimage.measure import label, regionprops
 
@@ -410,17 +422,22 @@ def _foreground(rgba: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[np.bool_], tup
     """The foreground mask and the background colour (None: transparent), see the docstring."""
     import numpy as np
 
-    opaque = rgba[..., 3] >= OPAQUE_ALPHA
     border = np.concatenate([rgba[0], rgba[-1], rgba[1:-1, 0], rgba[1:-1, -1]])
-    border_opaque = border[border[:, 3] >= OPAQUE_ALPHA]
-    if len(border_opaque) * 2 < len(border):
-        return opaque, None
-    counts = np.bincount(_cells(border_opaque), minlength=1 << (3 * QUANT_BITS))
+    opaque = None
+    if rgba.shape[2] == 4:
+        opaque = rgba[..., 3] >= OPAQUE_ALPHA
+        everything = len(border)
+        border = border[border[:, 3] >= OPAQUE_ALPHA]
+        if len(border) * 2 < everything:
+            return opaque, None
+    counts = np.bincount(_cells(border), minlength=1 << (3 * QUANT_BITS))
     cell = int(np.argmax(counts))
     lab = _cell_lab()
     distance = np.sqrt(((lab - lab[cell]) ** 2).sum(axis=1))
     far = distance > FOREGROUND_DELTA_E
-    mask: npt.NDArray[np.bool_] = far[_cells(rgba)] & opaque
+    mask: npt.NDArray[np.bool_] = far[_cells(rgba)]
+    if opaque is not None:
+        mask &= opaque
     return mask, _cell_rgb(cell)
 
 
