@@ -6,9 +6,10 @@ is only as good as the rule that re-measures it at every check.
 
 Decoding
     The bytes must start with the PNG signature and decode with Pillow (the first frame of an
-    animated PNG; 16-bit channels and palettes converted by Pillow to 8-bit RGBA). Anything
-    else, and images of more than :data:`MAX_PIXELS` pixels, raise :class:`ImageError`
-    (``unreadable-evidence``).
+    animated PNG; palettes, grey levels and 16-bit channels converted by Pillow to 8-bit RGB,
+    or RGBA when the PNG has an alpha channel or a transparent colour). Anything else, and
+    images of more than :data:`MAX_PIXELS` pixels (checked before decoding), raise
+    :class:`ImageError` (``unreadable-evidence``).
 
 Foreground (what is not background)
     A pixel whose alpha is below :data:`OPAQUE_ALPHA` (128) is always background. When at
@@ -19,7 +20,9 @@ Foreground (what is not background)
     cell number). A pixel is foreground when its CIELAB distance (CIE76, ΔE*ab) to that colour
     is more than :data:`FOREGROUND_DELTA_E` (20), both taken at 5-bit precision. ΔE 20 keeps
     a light gradient with camera noise in the background and finds pure colours, black and
-    mid greys on white (light grey ``#c8c8c8`` on white, ΔE 19, is background).
+    mid greys on white (light grey ``#c8c8c8`` on white, ΔE about 19, is background). PNG
+    alpha is straight, not premultiplied: the colour of a half-transparent edge pixel is its
+    stored RGB.
 
 Regions
     Connected components of the foreground (8-connectivity, ``skimage.measure.label``),
