@@ -309,6 +309,22 @@ def test_a_row_holds_boxes_whose_tops_differ_by_less_than_half_the_smaller_heigh
     assert reading_order([]) == []
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3), st.integers(9, 36), st.integers(9, 36),
+                          st.sampled_from([RED, BLUE, GREEN, (0, 0, 0), (128, 0, 128)])),
+                min_size=1, max_size=6, unique_by=lambda t: (t[0], t[1])))
+def test_crisp_boxes_measure_exactly_and_number_in_reading_order(
+        cells: list[tuple[int, int, int, int, tuple[int, int, int]]]) -> None:
+    # one box per 40x40 grid cell (no two touch); x, y jitter inside the cell
+    boxes = [(col * 40 + 2 + (w % 3), row * 40 + 2 + (h % 3), w, h) for col, row, w, h, _ in cells]
+    image = draw((240, 160), [("box", (x, y, x + w, y + h), c) for (x, y, w, h), (*_, c) in zip(boxes, cells,
+                                                                                               strict=True)])
+    m = measure(png(image))
+    assert [(r.bbox, r.area) for r in m.regions] == [(boxes[i], boxes[i][2] * boxes[i][3])
+                                                     for i in reading_order(boxes)]
+    assert all(r.shape in ("square", "rectangle") for r in m.regions)
+
+
 # ------------------------------------------------------------------ identity of pixels
 
 
