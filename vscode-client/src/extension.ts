@@ -38,6 +38,8 @@ class Controller implements CommandHost, vscode.Disposable {
   private client: LanguageClient | undefined;
   private queue: Promise<void> = Promise.resolve();
   private untrustedNoticeShown = false;
+  /** Closes the "not trusted" notification while it is on screen. */
+  private closeUntrustedNotice: (() => void) | undefined;
   /** launchKey() of the running client. */
   private startedWith: string | undefined;
   private stopping = false;
@@ -55,8 +57,9 @@ class Controller implements CommandHost, vscode.Disposable {
     this.output.show(true);
   }
 
+  /** A draft-like document (Markdown or *.answer.json on disk) that the server did not call a non-draft. */
   isDraft(document: vscode.TextDocument): boolean {
-    return isDraft(document);
+    return isDraft(document) && !this.status.isNotADraft(document.uri);
   }
 
   workspaceRoot(): vscode.Uri | undefined {
@@ -117,27 +120,45 @@ class Controller implements CommandHost, vscode.Disposable {
   }
 
   /**
-   * In Restricted Mode the status bar item always says so. The warning itself is shown when it
-   * matters: when a draft is (or gets) opened, or a command is run (`force`). At startup VS Code's
-   * own trust prompt is usually on screen, and a warning shown behind it would outlive a grant.
+   * In Restricted Mode the status bar item always says so. The notification itself is shown when
+   * it matters: when a draft is (or gets) opened, or a command is run (`force`). At startup VS
+   * Code's own trust prompt is usually on screen, and a notification shown behind it would
+   * outlive a grant. It is a progress notification, the only kind an extension can close:
+   * {@link trustGranted} closes it; its link opens the trust editor, Cancel dismisses it.
    */
   tellUntrusted(force: boolean): void {
     this.status.setMode('untrusted');
+    if (this.closeUntrustedNotice !== undefined) {
+      return; // already on screen
+    }
     const draftOpen = vscode.window.visibleTextEditors.some((e) => isDraft(e.document));
     if (!force && (this.untrustedNoticeShown || !draftOpen)) {
       return;
     }
     this.untrustedNoticeShown = true;
-    void vscode.window
-      .showWarningMessage(
-        'Grounding: this workspace is not trusted, so the Grounding language server was not started and citations are not checked. Trust the workspace to start it.',
-        'Manage Workspace Trust',
-      )
-      .then((action) => {
-        if (action === 'Manage Workspace Trust') {
-          void vscode.commands.executeCommand('workbench.trust.manage');
-        }
-      });
+    void vscode.window.withProgress(
+      {
+        location: vscode.ProgressLocation.Notification,
+        title:
+          'Grounding: this workspace is not trusted, so the Grounding language server was not started and citations are not checked. ' +
+          '[Manage Workspace Trust](command:workbench.trust.manage) to start it.',
+        cancellable: true,
+      },
+      (_progress, token) =>
+        new Promise<void>((resolve) => {
+          this.closeUntrustedNotice = resolve;
+          token.onCancellationRequested(() => resolve());
+        }).finally(() => {
+          this.closeUntrustedNotice = undefined;
+        }),
+    );
+  }
+
+  /** Trust was granted: the "not trusted" notification goes away and the server starts. */
+  trustGranted(): Promise<void> {
+    this.closeUntrustedNotice?.();
+    this.log('workspace trust granted: starting the server');
+    return this.start();
   }
 
   private async startNow(): Promise<void> {
@@ -315,6 +336,16 @@ class EvidenceVersionProvider implements vscode.TextDocumentContentProvider {
   }
 }
 
+/**
+ * An old evidence version is Markdown (its URI has no file extension, so VS Code would pick Plain
+ * Text). Changing the language reopens the document, which comes back here as Markdown.
+ */
+function showVersionAsMarkdown(document: vscode.TextDocument): void {
+  if (document.uri.scheme === EVIDENCE_SCHEME && document.languageId !== 'markdown') {
+    void vscode.languages.setTextDocumentLanguage(document, 'markdown');
+  }
+}
+
 let controller: Controller | undefined;
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
@@ -325,7 +356,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(output, status, ctl, ...registerCommands(ctl));
   context.subscriptions.push(
     vscode.workspace.registerTextDocumentContentProvider(EVIDENCE_SCHEME, new EvidenceVersionProvider(ctl)),
+    vscode.workspace.onDidOpenTextDocument(showVersionAsMarkdown),
   );
+  vscode.workspace.textDocuments.forEach(showVersionAsMarkdown);
 
   context.subscriptions.push(
     vscode.window.onDidChangeActiveTextEditor((editor) => {
@@ -334,8 +367,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       }
     }),
     vscode.workspace.onDidGrantWorkspaceTrust(() => {
-      ctl.log('workspace trust granted: starting the server');
-      void ctl.start();
+      void ctl.trustGranted();
     }),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (RESTART_SETTINGS.some((s) => event.affectsConfiguration(s))) {
