@@ -38,6 +38,8 @@ E2E_TIMEOUT="${E2E_TIMEOUT:-90}"
 WORK="$E2E_DIR/.work"
 SCREENSHOTS="$E2E_DIR/screenshots"
 VSIX="$CLIENT_DIR/grounding-vscode.vsix"
+# code-server's environment: its data and config dirs under $WORK, never in $HOME.
+CS_ENV=(VSCODE_CLI=1 "XDG_DATA_HOME=$WORK/xdg" "XDG_CONFIG_HOME=$WORK/xdg" "XDG_CACHE_HOME=$WORK/xdg/cache")
 APT_PACKAGES=(build-essential curl libkrb5-dev ripgrep chromium fonts-wqy-microhei)
 
 START_TIME=$(date +%s)
@@ -146,7 +148,7 @@ code_server_version() {
 
 # Runs a command with code-server's config, data and home-relative paths under $WORK.
 cs_env() {
-  VSCODE_CLI=1 XDG_DATA_HOME="$WORK/xdg" XDG_CONFIG_HOME="$WORK/xdg" XDG_CACHE_HOME="$WORK/xdg/cache" "$@"
+  env "${CS_ENV[@]}" "$@"
 }
 
 # What code-server's postinstall (postinstall.sh: `npm install` in lib/vscode and in
@@ -313,7 +315,8 @@ start_code_server() {
   if curl -fsS -o /dev/null "http://127.0.0.1:$E2E_PORT/healthz" 2>/dev/null; then
     die "port $E2E_PORT is already serving something; set E2E_PORT"
   fi
-  cs_env setsid "$CODE_SERVER" --config "$WORK/config.yaml" --auth none --bind-addr "127.0.0.1:$E2E_PORT" \
+  # setsid and env both exec: $! is code-server's pid and its process group id.
+  setsid env "${CS_ENV[@]}" "$CODE_SERVER" --config "$WORK/config.yaml" --auth none --bind-addr "127.0.0.1:$E2E_PORT" \
     --disable-telemetry --disable-update-check --disable-getting-started-override \
     --ignore-last-opened >"$WORK/code-server.log" 2>&1 &
   CS_PID=$!

@@ -317,8 +317,15 @@ function keepOwnCommands(client: LanguageClient): void {
 export const EVIDENCE_SCHEME = 'grounding-evidence';
 const VERSION_TEXT_REQUEST = 'grounding/versionText';
 
-/** Serves `grounding-evidence:/DOC_ID@VERSION` from the server's `grounding/versionText` (read-only). */
+/**
+ * Serves `grounding-evidence:/DOC_ID@VERSION` from the server's `grounding/versionText`
+ * (read-only), in the language the server names for it (`languageId`: Markdown for `.md`
+ * evidence). The URI has no file extension, so VS Code alone would pick Plain Text.
+ */
 class EvidenceVersionProvider implements vscode.TextDocumentContentProvider {
+  /** languageId per URI string, from the server's answers. */
+  private readonly languages = new Map<string, string>();
+
   constructor(private readonly host: CommandHost) {}
 
   async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
@@ -326,23 +333,27 @@ class EvidenceVersionProvider implements vscode.TextDocumentContentProvider {
     if (client === undefined) {
       return 'The Grounding server is not running, so this evidence version cannot be shown.';
     }
-    const result = await client.sendRequest<{ text?: unknown } | null>(VERSION_TEXT_REQUEST, {
+    const result = await client.sendRequest<{ text?: unknown; languageId?: unknown } | null>(VERSION_TEXT_REQUEST, {
       uri: uri.toString(true),
     });
     if (result === null || typeof result.text !== 'string') {
       return `Grounding has no indexed text for ${uri.path.replace(/^\//, '')}.`;
     }
+    if (typeof result.languageId === 'string' && result.languageId !== '') {
+      this.languages.set(uri.toString(), result.languageId);
+    }
     return result.text;
   }
-}
 
-/**
- * An old evidence version is Markdown (its URI has no file extension, so VS Code would pick Plain
- * Text). Changing the language reopens the document, which comes back here as Markdown.
- */
-function showVersionAsMarkdown(document: vscode.TextDocument): void {
-  if (document.uri.scheme === EVIDENCE_SCHEME && document.languageId !== 'markdown') {
-    void vscode.languages.setTextDocumentLanguage(document, 'markdown');
+  /** Gives an opened version document its language (default Markdown). Changing it reopens the document. */
+  applyLanguage(document: vscode.TextDocument): void {
+    if (document.uri.scheme !== EVIDENCE_SCHEME) {
+      return;
+    }
+    const language = this.languages.get(document.uri.toString()) ?? 'markdown';
+    if (document.languageId !== language) {
+      void vscode.languages.setTextDocumentLanguage(document, language);
+    }
   }
 }
 
@@ -354,11 +365,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   controller = new Controller(output, status);
   const ctl = controller;
   context.subscriptions.push(output, status, ctl, ...registerCommands(ctl));
+  const versions = new EvidenceVersionProvider(ctl);
   context.subscriptions.push(
-    vscode.workspace.registerTextDocumentContentProvider(EVIDENCE_SCHEME, new EvidenceVersionProvider(ctl)),
-    vscode.workspace.onDidOpenTextDocument(showVersionAsMarkdown),
+    vscode.workspace.registerTextDocumentContentProvider(EVIDENCE_SCHEME, versions),
+    vscode.workspace.onDidOpenTextDocument((document) => versions.applyLanguage(document)),
   );
-  vscode.workspace.textDocuments.forEach(showVersionAsMarkdown);
+  vscode.workspace.textDocuments.forEach((document) => versions.applyLanguage(document));
 
   context.subscriptions.push(
     vscode.window.onDidChangeActiveTextEditor((editor) => {
