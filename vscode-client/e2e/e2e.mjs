@@ -374,7 +374,7 @@ async function main() {
           20000,
         );
         const toast = await waitFor(
-          'the "not trusted" warning',
+          'the "not trusted" notification',
           async () => (await toasts(page)).find((t) => /not trusted/i.test(t)) ?? null,
           20000,
         );
@@ -382,7 +382,7 @@ async function main() {
         record(
           'untrusted',
           !started,
-          `status bar "${item.text}" (${item.label}); warning "${toast.trim().slice(0, 90)}…"` +
+          `status bar "${item.text}" (${item.label}); notification "${toast.trim().slice(0, 90)}…"` +
             (started ? '; BUT the output channel says the server started' : '; server not started'),
         );
       } catch (error) {
