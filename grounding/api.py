@@ -43,7 +43,7 @@ from grounding_core.text import LineIndex
 from grounding_core.verify import Visibility, check_draft
 from grounding_core.workspace import Workspace
 
-from .models import Report
+from .models import Citation, Claim, Report
 from .report import draft_json, fingerprints_of
 
 AnswerInput = dict[str, Any] | str | bytes | BaseModel
@@ -193,6 +193,13 @@ class IndexReader:
             self._scan_mutex.release()
         return True
 
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a running scan to end; True when none runs now."""
+        if not self._scan_mutex.acquire(timeout=timeout):
+            return False
+        self._scan_mutex.release()
+        return True
+
     def start_background_scan(self, progress: ProgressCallback | None = None) -> threading.Thread:
         """Start a scan in a daemon thread; :meth:`view` answers meanwhile from the last commit.
 
@@ -327,6 +334,27 @@ class Verifier:
             draft.context = context_spec(context, draft.context)
         return check_draft(draft, view.state, self.config, day, path, self.workspace.read_text,
                            self._compiler(view, day))
+
+    def verify_chunks(self, payload: dict[str, Any] | BaseModel, chunks: dict[str, UnitInput], *,
+                      fields: Iterable[str] | None = None, question: str | None = None,
+                      today: TodayInput = None, path: str = "answer.json") -> tuple[Report, dict[str, Any]]:
+        """Check a chunk-cited answer ``{"answer", "citations": [{"chunk_id", "quote"}]}``.
+
+        ``chunks`` maps every chunk id the model was shown to its SPEC §6 unit; the mapping to
+        claims is :mod:`grounding.adapters`' (documented there). Returns the report and the
+        §5.2 answer it checked (with the computed ``status`` and ``missing_fields``). Raises
+        :class:`grounding.adapters.ChunkError` for a citation of a chunk that was not shown.
+        """
+        from .adapters import answer_from_chunks, chunk_units
+
+        view = self.reader.view()
+        field_list = list(fields) if fields is not None else None
+        units = chunk_units(chunks)
+        wire = answer_from_chunks(payload, chunks, view.state, self.config, fields=field_list, question=question)
+        first = self.check_report(json.dumps(wire, ensure_ascii=False, indent=1), kind="json", context=units,
+                                  today=today, path=path, view=view)
+        wire["status"], wire["missing_fields"] = first.status.value, list(first.missing_fields)
+        return self.verify(wire, context=units, today=today, path=path), wire
 
     def _compiler(self, view: IndexView, day: dt.date) -> Callable[[ContextSpec, ParsedDraft], Visibility]:
         def compile_query(spec: ContextSpec, draft: ParsedDraft) -> Visibility:
@@ -506,9 +534,18 @@ def _json_pointers(text: str) -> dict[Span, str]:
     return out
 
 
+def citation_model(config: Any, c: core_cite.Citation) -> Citation:
+    """A core citation as the :class:`grounding.models.Citation` model (path relative to the root)."""
+    claim = c.claim()
+    return Citation(footnote=c.footnote(), id=c.id, doc_id=c.doc_id, version=c.version, line=c.line,
+                    sha256=c.sha256, quote=c.quote, text=c.text, field=c.field, value=c.value,
+                    path=config.evidence_display(c.path),
+                    claim=Claim.model_validate(claim) if claim is not None else None)
+
+
 def units_of(compiled: CompiledContext) -> list[dict[str, Any]]:
     """The kept units of a compiled context as SPEC §6 log units (``lines`` form)."""
     return [{"doc_id": u.doc_id, "version": u.version, "lines": [u.start_line, u.end_line]} for u in compiled.kept]
 
 
-__all__ = ["IndexReader", "IndexView", "Verifier", "context_spec", "units_of", "verify"]
+__all__ = ["IndexReader", "IndexView", "Verifier", "citation_model", "context_spec", "units_of", "verify"]

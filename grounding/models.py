@@ -135,6 +135,32 @@ class ContextLog(_Wire):
     units: list[LinesUnit | TextUnit]
 
 
+class Citation(BaseModel):
+    """One verified citation of an active line (``grounding cite``, the MCP ``cite`` tool)."""
+
+    footnote: str = Field(description='paste-ready Markdown: [^1]: DOC_ID@V:LINE sha256:HEX12 "LINE"')
+    id: str = Field(description="DOC_ID@VERSION:LINE")
+    doc_id: str
+    version: int
+    line: int = Field(description="1-based, front matter included")
+    sha256: str = Field(description="the full sha256 of the evidence file's bytes")
+    quote: str = Field(description="the whole line, verbatim")
+    text: str = Field(description="the line without its list marker")
+    field: str | None = Field(description="the field name, for a field line")
+    value: str | None = Field(description="the field value, for a field line")
+    path: str = Field(description="the evidence file, relative to the workspace root")
+    claim: Claim | None = Field(description="the eight-key JSON claim (field lines only)")
+
+
+class Skipped(BaseModel):
+    """A matching line that cannot be cited, and why."""
+
+    doc_id: str
+    line: int
+    name: str = Field(description="the finding a citation of it would get, e.g. meta-field")
+    message: str
+
+
 class Related(BaseModel):
     """Another place a diagnostic points to: a root-relative path and a 1-based line."""
 
