@@ -220,6 +220,14 @@ class Report(BaseModel):
     output_reserve: int | None = None
     diagnostics: list[Diagnostic]
 
+    def as_json(self) -> dict[str, Any]:
+        """The report as the JSON object ``grounding check --format json`` prints per draft (SPEC §9)."""
+        out = self.model_dump(mode="json", exclude_none=True)
+        if self.output_tokens is not None:
+            out["output_reserve"] = self.output_reserve
+        keys = list(Report.model_fields)
+        return {k: out[k] for k in keys if k in out}
+
     @property
     def errors(self) -> list[Diagnostic]:
         """The error-severity diagnostics (any one makes an answer invalid for a pipeline)."""
