@@ -14,9 +14,11 @@ For each citation ``{"chunk_id": "c1", "quote": "- 活动时间：周四16:30"}`
    it was not shown, which no check can repair);
 2. the **line** is the line of that unit's version whose text equals the quote: for a
    ``lines`` unit, among lines ``first..last``; for a ``text`` unit, among the version's lines
-   that appear whole in the text. If no line equals it, the line whose text without its list
-   marker equals it, else the most similar line of the unit (so the core reports the
-   quote as ``quote-mismatch`` and names the differing character);
+   that appear whole in the text. If no line there equals it: a line of the unit whose text
+   without its list marker equals it; else a line of the version outside the unit that equals
+   it (the core then reports ``invisible-source``: the model quoted a line it was not shown
+   whole); else the most similar line of the unit (the core reports ``quote-mismatch`` and
+   names the differing character);
 3. ``doc_id``/``version`` come from the unit, ``sha256`` from the index record of that
    version (the model never writes hashes), ``text``/``field`` are derived from the model's
    quote as SPEC §5 says, ``id`` is ``DOC_ID@VERSION:LINE``;
@@ -150,6 +152,9 @@ def _best_line(quote: str, candidates: list[int], lines: Sequence[str]) -> int |
             return i
     for i in candidates:
         if split_marker(lines[i - 1]) == quote:
+            return i
+    for i, text in enumerate(lines, 1):
+        if text == quote:
             return i
     scored = [(difflib.SequenceMatcher(None, quote, lines[i - 1]).ratio(), -i) for i in candidates
               if lines[i - 1].strip()]
