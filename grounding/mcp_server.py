@@ -185,7 +185,7 @@ class Service:
                               "call again later, or without wait_for_index to get the committed results")
         if reader.view().scanned:
             try:
-                reader.refresh_if_idle()
+                reader.refresh_if_idle(min_interval=0.0)
             except FileNotFoundError as exc:
                 raise ToolFailure("invalid-workspace", str(exc)) from None
         if reader.scan_error is not None and not reader.indexing and not reader.view().scanned:
@@ -304,9 +304,11 @@ def build_server(root: Path, overrides: dict[str, Any] | None = None, today: dt.
             try:
                 result = verifier.cite(target, grep=search, limit=limit, today=_day(today), view=view,
                                        cwd=verifier.config.root)
-            except ValueError as exc:
-                if isinstance(exc, core_cite.CiteError):
+            except core_cite.CiteError as exc:
+                if not view.indexing:
                     raise
+                raise ToolFailure(exc.name, f"{exc.message} ({STILL_INDEXING})", exc.hint) from None
+            except ValueError as exc:
                 raise ToolFailure("invalid-argument", str(exc)) from None
             if view.indexing:
                 notes = notes + ["a document that is not indexed yet is reported as unknown-source"]
