@@ -19,6 +19,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from grounding_core.cite import CiteError
 from grounding_core.workspace import Workspace
@@ -30,9 +32,10 @@ EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 CODES = {"unknown-source": "GR102", "stale-citation": "GR104", "inactive-source": "GR106", "meta-field": "GR112"}
 
 
-def add_parser(sub: argparse._SubParsersAction, common: object) -> None:  # type: ignore[type-arg]
+def add_parser(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
+    """Register ``cite`` on the ``grounding`` subparsers; ``common`` adds --root/--evidence/--today."""
     p = sub.add_parser("cite", help="print paste-ready verified citations of evidence lines")
-    common(p)  # type: ignore[operator]
+    common(p)
     p.add_argument("target", nargs="?", help="PATH:LINE, DOC_ID[@VERSION][:LINE] or DOC_ID (with --grep)")
     p.add_argument("--grep", metavar="TEXT", help="only lines containing TEXT (verbatim or after NFKC)")
     p.add_argument("--format", choices=("text", "json"), default="text")

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from grounding_core.config import load_config
 
@@ -20,7 +21,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_schema_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_schema_parser(sub: Any) -> None:
     p = sub.add_parser("schema", help="print the JSON Schema of the answer wire, the report or a context log")
     p.add_argument("name", choices=sorted(SCHEMAS))
     p.set_defaults(run=cmd_schema)

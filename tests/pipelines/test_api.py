@@ -18,8 +18,7 @@ import jsonschema
 import pytest
 
 import grounding
-from grounding import Answer, Report, Verifier
-from grounding import cli
+from grounding import Answer, Report, Verifier, cli
 from grounding.models import Claim
 
 from .conftest import SCHEDULE, TODAY, answer, claim, dumps, sha, write
@@ -220,9 +219,10 @@ def test_the_answer_model_and_the_checker_agree_on_malformed_claims(verifier: Ve
         assert model_ok == core_ok, case
 
 
-def test_grounding_schema_report_validates_a_real_report(capsys: pytest.CaptureFixture[str], verifier: Verifier) -> None:
+def test_grounding_schema_report_validates_a_real_report(capsys: pytest.CaptureFixture[str],
+                                                         verifier: Verifier) -> None:
     schema = schema_of("report", capsys)
-    report = verifier.verify(answer(claim("schedule", 2, 7, "- 活动时间：周四"))).model_dump(mode="json", exclude_none=True)
+    report = verifier.verify(answer(claim("schedule", 2, 7, "- 活动时间：周四"))).as_json()
     jsonschema.Draft202012Validator(schema).validate(report)
     context = schema_of("context", capsys)
     jsonschema.Draft202012Validator(context).validate({"units": SHOWN})

@@ -24,7 +24,8 @@ def run(capsys: pytest.CaptureFixture[str], root: Path, *argv: str) -> tuple[int
 
 
 def footnote(doc_id: str, version: int, line: int, label: int = 1) -> str:
-    return f'[^{label}]: {doc_id}@{version}:{line} sha256:{sha(doc_id, version)[:12]} "{line_of(doc_id, version, line)}"'
+    quote = line_of(doc_id, version, line)
+    return f'[^{label}]: {doc_id}@{version}:{line} sha256:{sha(doc_id, version)[:12]} "{quote}"'
 
 
 def test_cite_by_evidence_path_and_line_prints_the_active_line_of_a_crlf_file(

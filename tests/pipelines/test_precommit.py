@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from .conftest import FILES, claim, dumps, write
+from .test_readme import readme_precommit_config
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = REPO / ".pre-commit-hooks.yaml"
@@ -97,9 +98,7 @@ def test_a_commit_without_drafts_checks_nothing(repo: Path, tmp_path: Path) -> N
 
 def test_a_local_hook_config_blocks_the_commit_itself(repo: Path, tmp_path: Path) -> None:
     """The README's ``repo: local`` configuration, installed as a real git hook."""
-    write(repo, {".pre-commit-config.yaml": (
-        "repos:\n- repo: local\n  hooks:\n  - id: grounding-check\n    name: grounding check\n"
-        "    entry: grounding check --drafts-only\n    language: system\n    types_or: [markdown, json]\n")})
+    write(repo, {".pre-commit-config.yaml": readme_precommit_config()})
     git("add", "-A", cwd=repo)
     git("commit", "-q", "-m", "hook config", cwd=repo)
     assert pre_commit("install", cwd=repo, home=tmp_path / "pc").returncode == 0
