@@ -36,9 +36,10 @@ from grounding_core import cite as core_cite
 from grounding_core.budget import ContextUnit as CoreContextUnit
 from grounding_core.context import DEFAULT_LIMIT, DEFAULT_RESERVE, CompiledContext, compile_context
 from grounding_core.drafts import UNIT_RE, ContextSpec, ContextUnitSpec, ParsedDraft, parse_context_log, parse_draft
+from grounding_core.index import IndexSnapshot, SearchHit
 from grounding_core.model import DraftReport, Span
-from grounding_core.state import IndexState
-from grounding_core.store import ProgressCallback, ScanResult, SearchHit, Store
+from grounding_core.state import IndexState, MemorySnapshot
+from grounding_core.store import ProgressCallback, ScanResult, Store
 from grounding_core.text import LineIndex
 from grounding_core.verify import Visibility, check_draft
 from grounding_core.workspace import Workspace
@@ -70,11 +71,14 @@ def _date(value: TodayInput) -> dt.date | None:
 
 @dataclass(frozen=True)
 class IndexView:
-    """What a check reads: a frozen index state, a full-text search over the same commit, and
-    whether a scan is running (``indexing``: results may miss changes that scan will commit).
+    """What a check reads: a frozen index state (and the same state as an
+    :class:`~grounding_core.index.IndexSnapshot`, which cite reads), a full-text search over the
+    same commit, and whether a scan is running (``indexing``: results may miss changes that
+    scan will commit).
     """
 
     state: IndexState
+    snapshot: IndexSnapshot
     search: Callable[[str, int], list[SearchHit]]
     indexing: bool
     scanned: bool
@@ -124,6 +128,7 @@ class IndexReader:
         self.workspace = workspace
         self._scan_mutex = threading.Lock()
         self._state = workspace.store.state  # no scan runs yet, so this does not wait
+        self._snapshot = MemorySnapshot(self._state, searcher=self._search)
         self._scanned = False
         self._last_scan = 0.0
         self.last_scan: ScanResult | None = None
@@ -146,7 +151,10 @@ class IndexReader:
     # ``IndexView(store.state, store.search, indexing=self.indexing, ...)``.
     def view(self) -> IndexView:
         """The index as last committed, and whether a scan is running."""
-        return IndexView(self._state, self._search, indexing=self.indexing, scanned=self._scanned)
+        state, snapshot = self._state, self._snapshot
+        if snapshot.state is not state:  # a scan swapped the state since the last view
+            snapshot = self._snapshot = MemorySnapshot(state, searcher=self._search)
+        return IndexView(state, snapshot, self._search, indexing=self.indexing, scanned=self._scanned)
 
     def _search(self, query: str, limit: int, any_term: bool = False) -> list[SearchHit]:
         if self._committed is not None:
@@ -395,14 +403,14 @@ class Verifier:
         if target is None or not target.strip():
             if grep is None:
                 raise ValueError("give a target (PATH:LINE or DOC_ID[@VERSION][:LINE]) or search text")
-            return core_cite.search_citations(lambda q, n: view.search(q, n), view.state, grep, day, limit)
+            return core_cite.search_citations(view.snapshot, grep, day, limit)
         located = self.evidence_path(target, cwd)
         if located is not None:
             rel, line = located
             if line is None:
                 raise ValueError(f"{target}: give a line, e.g. {target}:14")
             shown = self.config.evidence_display(rel)
-            citation = core_cite.cite_path(view.state, rel, line, day, shown_path=shown)
+            citation = core_cite.cite_path(view.snapshot, rel, line, day, shown_path=shown)
             if grep is not None and not core_cite.matches(citation.quote, grep):
                 raise core_cite.CiteError("no-match", f"{shown}:{line} does not contain '{grep}'")
             return core_cite.CiteResult((citation,))
@@ -411,11 +419,11 @@ class Verifier:
             raise ValueError(f"{target!r} is neither an evidence file with a line (PATH:LINE) nor"
                              " DOC_ID[@VERSION][:LINE]")
         if parsed.line is not None:
-            citation = core_cite.cite_line(view.state, parsed.doc_id, parsed.line, day, parsed.version)
+            citation = core_cite.cite_line(view.snapshot, parsed.doc_id, parsed.line, day, parsed.version)
             if grep is not None and not core_cite.matches(citation.quote, grep):
                 raise core_cite.CiteError("no-match", f"{citation.id} does not contain '{grep}'")
             return core_cite.CiteResult((citation,))
-        return core_cite.cite_document(view.state, parsed.doc_id, day, grep, parsed.version)
+        return core_cite.cite_document(view.snapshot, parsed.doc_id, day, grep, parsed.version)
 
     def evidence_path(self, target: str, cwd: Path | None = None) -> tuple[str, int | None] | None:
         """``PATH[:LINE]`` naming an existing evidence file -> (path relative to the evidence root,

@@ -335,17 +335,17 @@ def build_server(root: Path, overrides: dict[str, Any] | None = None, today: dt.
                 raise ToolFailure("invalid-argument", "the query is empty")
             day = verifier.today(_day(today))
             hits: list[HitOut] = []
-            for hit in view.search(query, limit * 3 + 10):
+            snapshot = view.snapshot
+            for hit in snapshot.search(query, limit * 3 + 10):  # lines of active versions only
                 if len(hits) >= limit:
                     break
-                record = view.state.newest(hit.doc_id)
-                if record is None or record.version != hit.version or not view.state.is_active(record, day):
-                    continue  # FTS keeps each document's newest version; only active ones count
+                record = snapshot.record(hit.doc_id, hit.version)
+                if record is None or not snapshot.is_active(record, day):
+                    continue  # e.g. expired or not yet effective on ``today``
                 path = verifier.config.evidence_display(record.path)
-                doc = view.state.document(record)
-                field_line = doc.field_lines.get(hit.line)
+                field_line = snapshot.document(record).field_lines.get(hit.line)
                 try:
-                    c = core_cite.cite_line(view.state, hit.doc_id, hit.line, day)
+                    c = core_cite.cite_line(snapshot, hit.doc_id, hit.line, day)
                     hits.append(HitOut(doc_id=hit.doc_id, version=hit.version, line=hit.line, text=c.quote,
                                        path=path, field=c.field, citable=True, footnote=c.footnote()))
                 except core_cite.CiteError as exc:

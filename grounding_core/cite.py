@@ -7,23 +7,21 @@ index, so they verify by construction. A line that cannot support an answer is r
 a :class:`CiteError` that says why (an unknown, stale or inactive source, a blank line, a
 front-matter line, a meta field).
 
-Pure: an :class:`~grounding_core.state.IndexState` and a date in, values out; full-text search
-is passed in as a callable (the caller decides which connection runs it). Lines are 1-based;
-paths are ``/``-separated and relative to the evidence root unless said otherwise.
+Reads the index only through :class:`~grounding_core.index.IndexSnapshot` (the frozen
+interface checks use): a snapshot and a date in, values out; every lookup is bounded by what
+it returns (one document, one path, one search). Lines are 1-based; paths are ``/``-separated
+and relative to the evidence root unless said otherwise.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import re
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .evidence import EvidenceDocument, split_marker
+from .index import IndexSnapshot, VersionRecord
 from .model import CLAIM_KEYS
-from .state import IndexState, VersionRecord
-from .store import SearchHit
 from .text import normalize, shorten
 
 HASH_PREFIX = 12
@@ -31,9 +29,6 @@ HASH_PREFIX = 12
 
 TARGET_RE = re.compile(r"(?P<doc_id>[^\s@:\[\]\"]+)(?:@(?P<version>[1-9][0-9]{0,17}))?(?::(?P<line>[1-9][0-9]{0,17}))?")
 """``DOC_ID[@VERSION][:LINE]``: the citation id grammar of SPEC §5 with version and line optional."""
-
-Search = Callable[[str, int], Sequence[SearchHit]]
-"""``search(query, limit)``: FTS hits over the newest versions' lines, best first (SPEC §4)."""
 
 
 class CiteError(ValueError):
@@ -116,16 +111,16 @@ def parse_target(text: str) -> Target | None:
 # -- one line --------------------------------------------------------------------------------
 
 
-def active_record(state: IndexState, doc_id: str, today: dt.date, version: int | None = None) -> VersionRecord:
+def active_record(snapshot: IndexSnapshot, doc_id: str, today: dt.date, version: int | None = None) -> VersionRecord:
     """The version to cite: ``version`` if given, else the newest; it must be the active one.
 
     Raises :class:`CiteError`: ``unknown-source`` (no such doc_id or version),
     ``stale-citation`` (an older version), ``inactive-source`` (revoked, deleted, expired or
     not yet effective).
     """
-    versions = state.versions(doc_id)
+    versions = snapshot.versions(doc_id)
     if not versions:
-        close = difflib.get_close_matches(doc_id, state.doc_ids(), n=1)
+        close = snapshot.similar_doc_ids(doc_id)
         raise CiteError("unknown-source", f"no evidence document has doc_id '{shorten(doc_id)}'",
                         f"did you mean '{close[0]}'?" if close else "check the doc_id against the evidence folder")
     newest = max(versions)
@@ -139,7 +134,7 @@ def active_record(state: IndexState, doc_id: str, today: dt.date, version: int |
                         " current version can support an answer",
                         f"cite {doc_id}@{newest} (or leave the version out)")
     record = versions[newest]
-    reason = state.inactive_reason(record, today)
+    reason = snapshot.inactive_reason(record, today)
     if reason is not None:
         raise CiteError("inactive-source", f"{doc_id}@{newest} is not active: {reason}",
                         "revoked, deleted, expired and not-yet-effective documents never support an answer;"
@@ -147,7 +142,7 @@ def active_record(state: IndexState, doc_id: str, today: dt.date, version: int |
     return record
 
 
-def cite_line(state: IndexState, doc_id: str, line: int, today: dt.date, version: int | None = None) -> Citation:
+def cite_line(snapshot: IndexSnapshot, doc_id: str, line: int, today: dt.date, version: int | None = None) -> Citation:
     """A verified citation of 1-based ``line`` of the active version of ``doc_id``.
 
     Raises :class:`CiteError` for an inactive or unknown source (see :func:`active_record`), a
@@ -155,21 +150,11 @@ def cite_line(state: IndexState, doc_id: str, line: int, today: dt.date, version
     (``meta-field``: metadata about the document never supports an answer) and a blank line
     (``blank-line``).
     """
-    record = active_record(state, doc_id, today, version)
-    return _citation(state, record, state.document(record), line)
+    record = active_record(snapshot, doc_id, today, version)
+    return _citation(snapshot, record, snapshot.document(record), line)
 
 
-def records_at(state: IndexState, rel_path: str) -> list[VersionRecord]:
-    """Every indexed version whose file is ``rel_path`` (relative to the evidence root), newest first.
-
-    Walks the doc_ids of the state once (a dictionary walk; no text is read).
-    """
-    found = [record for doc_id in state.doc_ids() for record in state.versions(doc_id).values()
-             if record.path == rel_path]
-    return sorted(found, key=lambda r: -r.version)
-
-
-def cite_path(state: IndexState, rel_path: str, line: int, today: dt.date, shown_path: str = "") -> Citation:
+def cite_path(snapshot: IndexSnapshot, rel_path: str, line: int, today: dt.date, shown_path: str = "") -> Citation:
     """A verified citation of 1-based ``line`` of the evidence file ``rel_path``.
 
     The file must hold the active version of its document. An archive file holding an older
@@ -178,18 +163,17 @@ def cite_path(state: IndexState, rel_path: str, line: int, today: dt.date, shown
     ``unknown-source``. ``shown_path`` is how messages name the file (default ``rel_path``).
     """
     shown = shown_path or rel_path
-    records = [r for r in records_at(state, rel_path) if not (r.revoked and r.reason == "deleted")]
-    if not records:
+    record = snapshot.record_for_path(rel_path)
+    if record is None or (record.revoked and record.reason == "deleted"):
         raise CiteError("unknown-source", f"{shown} is not in the index",
                         "it must be an evidence file matching evidence_globs that indexed without errors"
                         " (see `grounding index`)")
-    record = records[0]
-    newest = state.newest(record.doc_id)
+    newest = snapshot.newest(record.doc_id)
     if newest is not None and newest.version != record.version:
-        old = state.document(record)
+        old = snapshot.document(record)
         hint = f"cite {newest.doc_id}@{newest.version} (the file {newest.path} under the evidence folder)"
         if 0 < line <= len(old.lines):
-            current = state.document(newest)
+            current = snapshot.document(newest)
             same = [i for i, text in enumerate(current.lines, 1)
                     if text == old.lines[line - 1] and not current.is_front_matter_line(i)]
             if same and old.lines[line - 1].strip():
@@ -198,11 +182,11 @@ def cite_path(state: IndexState, rel_path: str, line: int, today: dt.date, shown
         raise CiteError("stale-citation",
                         f"{shown} holds version {record.version} of '{record.doc_id}', but version"
                         f" {newest.version} is current", hint)
-    record = active_record(state, record.doc_id, today)
-    return _citation(state, record, state.document(record), line)
+    record = active_record(snapshot, record.doc_id, today)
+    return _citation(snapshot, record, snapshot.document(record), line)
 
 
-def _citation(state: IndexState, record: VersionRecord, doc: EvidenceDocument, line: int) -> Citation:
+def _citation(snapshot: IndexSnapshot, record: VersionRecord, doc: EvidenceDocument, line: int) -> Citation:
     where = f"{record.doc_id}@{record.version}"
     if line < 1 or line > len(doc.lines):
         raise CiteError("unknown-source", f"{where} has {len(doc.lines)} lines; there is no line {line}",
@@ -217,7 +201,7 @@ def _citation(state: IndexState, record: VersionRecord, doc: EvidenceDocument, l
         raise CiteError("blank-line", f"{where}:{line} is blank: there is nothing on it to cite",
                         _nearest_hint(doc, line))
     field_line = doc.field_lines.get(line)
-    if field_line is not None and state.is_meta_field(field_line.field):
+    if field_line is not None and snapshot.is_meta_field(field_line.field):
         raise CiteError("meta-field",
                         f"{where}:{line} is the meta field '{shorten(field_line.field)}', which says something"
                         " about the document rather than answering a question, so it never supports an"
@@ -270,7 +254,7 @@ def matches(line_text: str, needle: str) -> bool:
     return bool(folded) and folded in normalize(line_text)
 
 
-def cite_document(state: IndexState, doc_id: str, today: dt.date, grep: str | None = None,
+def cite_document(snapshot: IndexSnapshot, doc_id: str, today: dt.date, grep: str | None = None,
                   version: int | None = None) -> CiteResult:
     """Citations of the active version's body lines (those matching ``grep`` when given).
 
@@ -278,8 +262,8 @@ def cite_document(state: IndexState, doc_id: str, today: dt.date, grep: str | No
     Raises :class:`CiteError` for an unknown or inactive document, and ``no-match`` when
     ``grep`` matches no citable line.
     """
-    record = active_record(state, doc_id, today, version)
-    doc = state.document(record)
+    record = active_record(snapshot, doc_id, today, version)
+    doc = snapshot.document(record)
     citations: list[Citation] = []
     skipped: list[Skipped] = []
     for number in range(doc.front.end_line + 1, len(doc.lines) + 1):
@@ -287,7 +271,7 @@ def cite_document(state: IndexState, doc_id: str, today: dt.date, grep: str | No
         if not text.strip() or (grep is not None and not matches(text, grep)):
             continue
         try:
-            citations.append(_citation(state, record, doc, number))
+            citations.append(_citation(snapshot, record, doc, number))
         except CiteError as exc:
             skipped.append(Skipped(doc_id, number, exc.name, exc.message))
     if grep is not None and not citations:
@@ -299,22 +283,22 @@ def cite_document(state: IndexState, doc_id: str, today: dt.date, grep: str | No
     return CiteResult(tuple(citations), tuple(skipped))
 
 
-def search_citations(search: Search, state: IndexState, query: str, today: dt.date, limit: int = 20) -> CiteResult:
+def search_citations(snapshot: IndexSnapshot, query: str, today: dt.date, limit: int = 20) -> CiteResult:
     """Citations of active lines matching ``query`` across the corpus, best first (SPEC §4 FTS).
 
     Every whitespace-separated term must occur in the line. Hits on inactive documents, meta
-    fields or lines the state does not know are listed in ``skipped``. Raises ``no-match`` when
+    fields or lines the snapshot does not know are listed in ``skipped``. Raises ``no-match`` when
     nothing citable matches. ``limit`` caps the citations returned.
     """
     if not query.strip():
         raise CiteError("no-match", "the search text is empty", "give a word or phrase that the line contains")
     citations: list[Citation] = []
     skipped: list[Skipped] = []
-    for hit in search(query, limit * 2 + 10):
+    for hit in snapshot.search(query, limit * 2 + 10):
         if len(citations) >= limit:
             break
         try:
-            citations.append(cite_line(state, hit.doc_id, hit.line, today))
+            citations.append(cite_line(snapshot, hit.doc_id, hit.line, today))
         except CiteError as exc:
             skipped.append(Skipped(hit.doc_id, hit.line, exc.name, exc.message))
     if not citations:
@@ -326,6 +310,6 @@ def search_citations(search: Search, state: IndexState, query: str, today: dt.da
 
 
 __all__ = [
-    "HASH_PREFIX", "Citation", "CiteError", "CiteResult", "Search", "Skipped", "Target", "active_record",
-    "cite_document", "cite_line", "cite_path", "matches", "parse_target", "records_at", "search_citations",
+    "HASH_PREFIX", "Citation", "CiteError", "CiteResult", "Skipped", "Target", "active_record",
+    "cite_document", "cite_line", "cite_path", "matches", "parse_target", "search_citations",
 ]

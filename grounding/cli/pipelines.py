@@ -8,11 +8,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from grounding_core.config import load_config
+from grounding_core.config import find_workspace_root, load_config
 
 from ..models import SCHEMAS, json_schema
 
 EXIT_OK, EXIT_USAGE = 0, 2
+
+
+def workspace_root(args: argparse.Namespace) -> Path:
+    """``--root``, else the nearest folder at or above the working directory with grounding.toml."""
+    root: Path | None = args.root
+    return root if root is not None else find_workspace_root(Path.cwd())
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -35,7 +41,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         print(f"grounding: error: `grounding mcp` needs the MCP SDK ({exc.name}): pip install 'grounding[mcp]'",
               file=sys.stderr)
         return EXIT_USAGE
-    root: Path = args.root
+    root = workspace_root(args)
     if not root.is_dir():
         print(f"grounding: error: --root {root}: not a folder", file=sys.stderr)
         return EXIT_USAGE
@@ -50,7 +56,7 @@ def drafts_only(args: argparse.Namespace) -> list[Path] | None:
     For pre-commit, which passes every changed file: evidence files, other Markdown and JSON
     are left out silently. Returns None when nothing is left (check nothing, exit 0).
     """
-    root: Path = args.root.resolve()
+    root = workspace_root(args).resolve()
     config = load_config(root)
     if args.evidence:
         config = config.with_overrides(evidence=args.evidence)
