@@ -142,13 +142,14 @@ class IndexReader:
                 self._committed = None
 
     # The one function every read goes through. It depends on the store's locking as follows:
-    # ``Store.state`` and ``Store.search`` take the store's lock, which ``Store.scan`` holds
-    # until it commits, so neither is called here while a scan may run: the state is the
-    # frozen ``IndexState`` the last scan returned (or the one the store opened with), and
-    # search runs on a read-only connection of its own (``_CommittedSearch``). An in-memory
-    # index has no second connection; its search waits for a running scan. When the store's
-    # reads no longer wait for a scan, this can become
-    # ``IndexView(store.state, store.search, indexing=self.indexing, ...)``.
+    # ``Store.state``, ``Store.snapshot()`` and ``Store.search`` take the store's lock, which
+    # ``Store.scan`` holds until it commits, so none is called here while a scan may run: the
+    # state is the frozen ``IndexState`` the last scan returned (or the one the store opened
+    # with), wrapped as a ``MemorySnapshot`` for the snapshot readers (cite), and search runs on
+    # a read-only SQLite connection of its own (``_CommittedSearch``, WAL). An in-memory index
+    # has no second connection; its search waits for a running scan. When the store's reads no
+    # longer wait for a scan, this becomes ``snapshot = store.snapshot()`` (and ``state`` goes
+    # once ``check_draft`` reads a snapshot), and ``_CommittedSearch`` is deleted.
     def view(self) -> IndexView:
         """The index as last committed, and whether a scan is running."""
         state, snapshot = self._state, self._snapshot
