@@ -147,10 +147,13 @@ def encoding_of(client: RecordingClient) -> str:
 
 
 async def start(root: Path | None, profile: str = "visual-studio-code", *, env: dict[str, str] | None = None,
-                command: list[str] | None = None, **initialize: Any) -> RecordingClient:
+                command: list[str] | None = None, editor_capabilities: types.ClientCapabilities | None = None,
+                **initialize: Any) -> RecordingClient:
     """Start the server, ``initialize`` it on the workspace folder ``root`` (None: no folder)
-    with the capabilities of ``profile`` and send ``initialized``. Extra keyword arguments go
-    to ``InitializeParams`` (``initialization_options=...``).
+    with the capabilities of ``profile`` (or ``editor_capabilities``, for an editor that has no
+    profile) and send ``initialized``. ``command`` replaces ``python -m server`` and ``env``
+    adds to its environment; extra keyword arguments go to ``InitializeParams``
+    (``initialization_options=...``, ``client_info=...``).
     """
     config = ClientServerConfig(server_command=command or SERVER_COMMAND, server_env={**SERVER_ENV, **(env or {})},
                                 client_factory=make_client)
@@ -158,7 +161,8 @@ async def start(root: Path | None, profile: str = "visual-studio-code", *, env: 
     assert isinstance(client, RecordingClient)
     try:
         folders = [types.WorkspaceFolder(uri=root.as_uri(), name=root.name)] if root is not None else None
-        params = types.InitializeParams(capabilities=capabilities(profile), root_uri=root.as_uri() if root else None,
+        caps = editor_capabilities if editor_capabilities is not None else capabilities(profile)
+        params = types.InitializeParams(capabilities=caps, root_uri=root.as_uri() if root else None,
                                         workspace_folders=folders, **initialize)
         result = await asyncio.wait_for(client.initialize_session(params), WAIT_SECONDS)
     except BaseException:
