@@ -165,13 +165,17 @@ def affected_paths(before: IndexSnapshot | None, after: IndexSnapshot, doc_ids: 
     """Files whose conflict findings may differ between ``before`` and ``after``, given the
     documents whose events lie between them (``doc_ids``).
 
-    A touched document's active version, in either snapshot, names conflict keys; every file
-    holding an active line of such a key that conflicts in either snapshot is affected (the
-    message counts every source). Returns path -> its version in ``after`` when known.
+    The changed conflict keys are ``after.changed_keys(before.seq)`` when the snapshot can
+    tell, else the keys of each touched document's active version in either snapshot; every
+    file holding an active line of such a key that conflicts in either snapshot is affected
+    (the message counts every source). Returns path -> its version in ``after`` when known.
     Reads the touched documents and those keys' lines only.
     """
     keys: set[ConflictKey] = set()
-    for doc_id in set(doc_ids):
+    changed = after.changed_keys(before.seq, today) if before is not None else None
+    if changed is not None:
+        keys.update(changed)
+    for doc_id in set(doc_ids) if changed is None else ():
         for snap in (before, after):
             if snap is None:
                 continue

@@ -105,7 +105,8 @@ async def _refresh_loop(session: Session) -> None:
         before = state.snapshot if state.epoch == view.epoch and not full else None
         plan = await session.readers.run(
             _plan, view, before, state.scan_map, scan.evidence if scan is not None else None,
-            list(scan.changed) if scan is not None else [], docs, paths, set(state.published))
+            bool(getattr(scan, "full", True)), list(scan.changed) if scan is not None else [], docs, paths,
+            set(state.published))
         state.scan_map = plan.scan_map
         todo = list(plan.affected.items())
         # one cache of conflict keys for the whole refresh (the chunks run one at a time)
@@ -138,14 +139,22 @@ class _Plan:
 
 
 def _plan(view: IndexView, before: IndexSnapshot | None, old_map: ScanMap,
-          evidence: Mapping[str, Sequence[Finding]] | None, changed: list[str], docs: set[str],
+          evidence: Mapping[str, Sequence[Finding]] | None, full_walk: bool, changed: list[str], docs: set[str],
           paths: dict[str, VersionRecord | None], published: set[str]) -> _Plan:
     """Which files to recompute (worker thread; see the module docstring)."""
     snapshot, today = view.snapshot, view.today
     scan_map = old_map
     affected: dict[str, VersionRecord | None] = dict(paths)
     if evidence is not None:
-        scan_map = {path: tuple(found) for path, found in evidence.items() if found}
+        if full_walk:  # the scan lists every path
+            scan_map = {path: tuple(found) for path, found in evidence.items() if found}
+        else:  # a scan of some paths lists those it looked at (and those whose findings changed)
+            scan_map = dict(old_map)
+            for path, found in evidence.items():
+                if found:
+                    scan_map[path] = tuple(found)
+                else:
+                    scan_map.pop(path, None)
         for path in set(old_map) | set(scan_map):
             if old_map.get(path) != scan_map.get(path):
                 affected.setdefault(path, None)

@@ -56,6 +56,8 @@ __all__ = ["QUIET_PERIOD_MS", "configuration_changed", "initialized", "request_r
 logger = logging.getLogger(__name__)
 
 QUIET_PERIOD_MS = 200
+UNSTABLE_RETRY_SECONDS = 0.3
+"""Delay before re-reading files a scan found changing while it read them."""
 CONFIG_POLL_SECONDS = 1.0
 FORCE_WATCH_ERROR_ENV = "GROUNDING_FORCE_WATCH_ERROR"
 """Set to make the OS watcher fail at start (a testing hook; see the module docstring)."""
@@ -70,6 +72,7 @@ SCAN_KEYS = ("evidence", "evidence_globs", *STORE_KEYS)
 _REINDEX = "workspace:reindex"
 _WATCH = "workspace:watch-evidence"
 _CONFIG_WATCH = "workspace:watch-config"
+_RETRY = "workspace:retry-unstable"
 
 
 # ------------------------------------------------------------------------ lifecycle
@@ -346,6 +349,17 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
         if diagnostics.pull_mode(session):
             session.client.refresh_diagnostics()
     evidence.refresh(session, result, before if before is not None and before.epoch == epoch else None)
+    unstable = list(getattr(result, "unstable", ()))  # files still being written: read them again soon
+    if unstable:
+        retry: set[str] = session.feature_state.setdefault(_RETRY, set())
+        retry.update(unstable)
+        session.tasks.start(_RETRY, _retry_unstable(session), replace=False)
+
+
+async def _retry_unstable(session: Session) -> None:
+    await asyncio.sleep(UNSTABLE_RETRY_SECONDS)
+    paths = session.feature_state.pop(_RETRY, set())
+    request_reindex(session, paths)
 
 
 _SCAN_TAKES_PATHS = "paths" in inspect.signature(Store.scan).parameters

@@ -459,3 +459,21 @@ async def test_no_evidence_folder_still_checks_drafts(tmp_path: Path) -> None:
         uri = here.open("answers/a.md", VALID)
         published = await here.recorder.wait_publish(uri)
         assert "GR102" in codes(published)  # unknown source: there is no evidence at all
+
+
+async def test_a_scan_of_some_paths_keeps_the_other_files_findings(root: Path) -> None:
+    from grounding_core.model import Finding, Span
+    from server.features import evidence
+
+    async with in_process(root) as here:
+        view = here.session.current_view()
+        assert view is not None
+        unreadable = (Finding("unreadable-evidence", Span(0, 0, 0, 0), "not UTF-8"),)
+        old = {"binary.md": unreadable, "gone.md": unreadable}
+        some = evidence._plan(view, view.snapshot, old, {"gone.md": []}, False, ["gone.md"], set(), {},
+                              {"binary.md", "gone.md"})
+        assert some.scan_map == {"binary.md": unreadable}  # not looked at: kept
+        assert set(some.affected) == {"gone.md"}
+        walk = evidence._plan(view, view.snapshot, old, {"binary.md": list(unreadable)}, True, [], set(), {},
+                              {"binary.md", "gone.md"})
+        assert walk.scan_map == {"binary.md": unreadable} and set(walk.affected) == {"gone.md"}
