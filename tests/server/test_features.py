@@ -18,7 +18,8 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
-from server.features import actions, commands, completion, diagnostics, navigation, status, workspace
+from grounding_core.model import Finding, Span
+from server.features import actions, commands, completion, diagnostics, evidence, navigation, status, workspace
 from server.session import Session
 from tests.support.inprocess import in_process
 from tests.support.workspace import build_workspace, write
@@ -462,9 +463,6 @@ async def test_no_evidence_folder_still_checks_drafts(tmp_path: Path) -> None:
 
 
 async def test_a_scan_of_some_paths_keeps_the_other_files_findings(root: Path) -> None:
-    from grounding_core.model import Finding, Span
-    from server.features import evidence
-
     async with in_process(root) as here:
         view = here.session.current_view()
         assert view is not None
