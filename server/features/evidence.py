@@ -6,8 +6,8 @@ in a worker thread, which evidence files' findings may have changed
 findings differ, the files holding lines of conflict keys the changed documents touch; on the
 first refresh of a workspace, every file with a finding), then recomputes those files in
 chunks of :data:`CHUNK` — findings, a digest, and the LSP diagnostics of the files whose
-digest differs from the one published — and publishes only those, yielding to the event loop
-between chunks. A refresh whose index view was replaced meanwhile stops and leaves its
+digest differs from the one published — and publishes only those. Draft checks come first:
+before each chunk the refresh waits while any draft check is scheduled or running. A refresh whose index view was replaced meanwhile stops and leaves its
 remaining files to the next one. The loop keeps one small digest per file it has published
 to, never the findings themselves.
 """
@@ -38,8 +38,9 @@ __all__ = ["CHUNK", "refresh"]
 
 logger = logging.getLogger(__name__)
 
-CHUNK = 64
-"""Evidence files recomputed and published per worker call."""
+CHUNK = 16
+"""Evidence files recomputed and published per worker call (small: a draft check waiting for
+the interpreter lock waits for at most one chunk)."""
 _TASK = "evidence:refresh"
 
 Published = dict[str, int]
@@ -90,9 +91,7 @@ def refresh(session: Session, scan: ScanResult | None, before: IndexView | None)
 async def _refresh_loop(session: Session) -> None:
     state = _state(session)
     while state.full or state.scan is not None or state.paths:
-        checks = session.tasks.running_prefixed(diagnostics.CHECK_PREFIX)
-        if checks:  # draft diagnostics of this pass first: they are what the writer waits for
-            await asyncio.wait(checks)
+        await _drafts_first(session)
         view = session.current_view()
         if view is None:
             return
@@ -112,6 +111,7 @@ async def _refresh_loop(session: Session) -> None:
         # one cache of conflict keys for the whole refresh (the chunks run one at a time)
         cache = ConflictCache(view.snapshot, view.today, view.config.evidence_display)
         for start in range(0, len(todo), CHUNK):
+            await _drafts_first(session)
             current = session.current_view()
             if current is None or current.generation != view.generation:
                 state.paths.update(todo[start:])  # the next refresh does the rest
@@ -130,6 +130,13 @@ async def _refresh_loop(session: Session) -> None:
             await asyncio.sleep(0)
         else:
             state.snapshot, state.epoch = view.snapshot, view.epoch
+
+
+async def _drafts_first(session: Session) -> None:
+    """Wait while a draft check is scheduled or running: the person writing waits for those
+    diagnostics (and typing keeps scheduling them), evidence diagnostics can wait."""
+    while checks := session.tasks.running_prefixed(diagnostics.CHECK_PREFIX):
+        await asyncio.wait(checks)
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,7 @@ _REINDEX = "workspace:reindex"
 _WATCH = "workspace:watch-evidence"
 _CONFIG_WATCH = "workspace:watch-config"
 _RETRY = "workspace:retry-unstable"
+_RETIRED = "workspace:retired-stores"
 
 
 # ------------------------------------------------------------------------ lifecycle
@@ -217,7 +218,10 @@ async def apply_settings(session: Session, settings: dict[str, Any], rescan: boo
             if message:
                 session.client.show_message(types.MessageType.Warning, message)
             return
+        scanning = session.tasks.running(_REINDEX) is not None
         session.install(Workspace(config, old.store))
+        if scanning:  # that scan's result is dropped (a new epoch): scan again
+            request_reindex(session)
         view = session.view
         if view is not None:
             session.set_snapshot(view.snapshot)
@@ -233,20 +237,28 @@ async def apply_settings(session: Session, settings: dict[str, Any], rescan: boo
         return
     opened = await session.readers.run(open_store, config)
     session.install(opened.workspace)
-    if old is not None:
-        close = session.writer.run(old.store.close)  # after a running scan of it
-        close.add_done_callback(lambda f: f.cancelled() or f.exception())
+    if old is not None:  # closed once no view reads it any more
+        session.feature_state.setdefault(_RETIRED, []).append(old.store)
     for text in (message, opened.message):
         if text:
             session.client.show_message(types.MessageType.Warning, text)
     if opened.snapshot is not None:
-        session.set_snapshot(opened.snapshot)
+        _set_snapshot(session, opened.snapshot)
         diagnostics.recheck_open_drafts(session)
     if old is not None:
         if config.evidence_root != old.config.evidence_root:
             _start_watchers(session)
         if rescan:
             request_reindex(session)
+
+
+def _set_snapshot(session: Session, snapshot: IndexSnapshot) -> None:
+    """A snapshot of the current store becomes the view; stores replaced before are closed
+    (in the writer thread, after any scan of theirs)."""
+    session.set_snapshot(snapshot)
+    for store in session.feature_state.pop(_RETIRED, []):
+        close = session.writer.run(store.close)
+        close.add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
 def _same(a: Config, b: Config, keys: Iterable[str]) -> bool:
@@ -330,7 +342,7 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
         else:
             logger.exception("indexing failed; keeping the previous index")
         if epoch == session.epoch and (session.view is None or session.view.epoch != epoch):
-            session.set_snapshot(await session.readers.run(ws.store.snapshot))
+            _set_snapshot(session, await session.readers.run(ws.store.snapshot))
             diagnostics.recheck_open_drafts(session)
         session.ready.set()
         return
@@ -342,7 +354,7 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
         return  # the workspace was replaced meanwhile; its own scan follows
     before = session.view
     if before is None or before.epoch != epoch or before.snapshot.generation != snapshot.generation:
-        session.set_snapshot(snapshot)
+        _set_snapshot(session, snapshot)
         diagnostics.recheck_open_drafts(session)
     else:  # the same answers; a pull client still hears that a pass ended
         session.ready.set()
