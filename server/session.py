@@ -50,7 +50,7 @@ from pygls.capabilities import get_capability
 from pygls.exceptions import JsonRpcException
 from pygls.uris import from_fs_path, to_fs_path
 
-from grounding_core.check import check_text
+from grounding_core.check import check_parsed, check_text
 from grounding_core.config import Config
 from grounding_core.drafts import ParsedDraft
 from grounding_core.index import IndexSnapshot
@@ -321,6 +321,8 @@ class CheckJob:
     document: DocumentSnapshot
     rel: str
     view: IndexView
+    draft: ParsedDraft | None = None
+    """A parse of exactly ``document.text`` made by an earlier request, reused when given."""
 
     @property
     def key(self) -> ResultKey:
@@ -344,6 +346,9 @@ class DraftResult:
 def run_check(job: CheckJob) -> DraftResult:
     """Parse and check one captured draft (worker thread; pure over the job)."""
     view = job.view
+    if job.draft is not None:
+        report = check_parsed(job.draft, job.rel, view.snapshot, view.config, view.today, view.read_text)
+        return DraftResult(job.document.uri, job.key, job.document, job.draft, report, job.rel)
     checked = check_text(job.document.text, job.rel, view.snapshot, view.config, view.today, view.read_text)
     return DraftResult(job.document.uri, job.key, job.document, checked.draft, checked.report, job.rel)
 
@@ -371,6 +376,7 @@ class Session:
         self.ready = asyncio.Event()
         """Set once the first view exists, or when there is no workspace to index."""
         self.results: dict[str, DraftResult] = {}
+        self._parses: dict[str, tuple[str, ParsedDraft]] = {}
         self._inflight: dict[tuple[str, ResultKey], asyncio.Future[DraftResult]] = {}
         self.tasks = Tasks()
         self.readers = Workers("grounding-read", READER_THREADS)
@@ -505,7 +511,9 @@ class Session:
         if view is None or document is None:
             return None
         rel = self.draft_rel(uri)
-        return CheckJob(document, rel, view) if rel is not None else None
+        if rel is None:
+            return None
+        return CheckJob(document, rel, view, self.parsed(uri, document.text_hash))
 
     def key_now(self, uri: str) -> ResultKey | None:
         """The key a fresh result of ``uri`` must have right now (None: not open, no view)."""
@@ -558,8 +566,21 @@ class Session:
         return result
 
     def forget(self, uri: str) -> DraftResult | None:
-        """Drop the stored result of ``uri`` (the document closed); returns it."""
+        """Drop the stored result and parse of ``uri`` (the document closed); returns the result."""
+        self._parses.pop(uri, None)
         return self.results.pop(uri, None)
+
+    def parsed(self, uri: str, text_hash: str) -> ParsedDraft | None:
+        """The parse of the open draft ``uri`` for the text with ``text_hash``, when a request
+        made one (hover and definition parse before any check exists, e.g. while indexing).
+        """
+        found = self._parses.get(uri)
+        return found[1] if found is not None and found[0] == text_hash else None
+
+    def remember_parse(self, uri: str, text_hash: str, draft: ParsedDraft) -> None:
+        """Keep one parse per open draft (the latest text's) for :meth:`parsed`."""
+        if self.documents is not None and self.documents.open_document(uri) is not None:
+            self._parses[uri] = (text_hash, draft)
 
     # -- the error guard ----------------------------------------------------------------
 

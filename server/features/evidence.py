@@ -134,7 +134,8 @@ async def _refresh_loop(session: Session) -> None:
 
 async def _drafts_first(session: Session) -> None:
     """Wait while a draft check is scheduled or running: the person writing waits for those
-    diagnostics (and typing keeps scheduling them), evidence diagnostics can wait."""
+    diagnostics (and typing keeps scheduling them), evidence diagnostics can wait.
+    """
     while checks := session.tasks.running_prefixed(diagnostics.CHECK_PREFIX):
         await asyncio.wait(checks)
 

@@ -72,11 +72,17 @@ def _capture(session: Session, uri: str) -> _Draft | None:
     if stored is not None and stored.document.text_hash == document.text_hash:
         fresh = session.is_fresh(stored)
         return _Draft(document, rel, stored.draft, stored.report if fresh else None)
-    return _Draft(document, rel, None, None)
+    return _Draft(document, rel, session.parsed(uri, document.text_hash), None)
 
 
 def _parsed(captured: _Draft) -> ParsedDraft:
     return captured.draft or parse_draft(captured.document.text, draft_kind(captured.rel))
+
+
+def _keep_parse(session: Session, captured: _Draft, draft: ParsedDraft) -> None:
+    """Remember a parse the worker made, for the next request on the same text."""
+    if captured.draft is None:
+        session.remember_parse(captured.document.uri, captured.document.text_hash, draft)
 
 
 # --------------------------------------------------------------------------------- hover
@@ -87,21 +93,23 @@ async def hover(session: Session, params: types.HoverParams) -> types.Hover | No
     captured = _capture(session, params.text_document.uri)
     if captured is None:
         return None
-    return await session.readers.run(_hover, captured, session.current_view(), params.position,
-                                     markup_kind(session.capabilities))
+    hover, draft = await session.readers.run(_hover, captured, session.current_view(), params.position,
+                                             markup_kind(session.capabilities))
+    _keep_parse(session, captured, draft)
+    return hover
 
 
 def _hover(captured: _Draft, view: IndexView | None, position: types.Position,
-           kind: types.MarkupKind) -> types.Hover | None:
+           kind: types.MarkupKind) -> tuple[types.Hover | None, ParsedDraft]:
     document = captured.document
     draft = _parsed(captured)
     line, col = document.codec.core_position(position, document.lines)
     target = target_at(draft, line, col)
     if target is None:
-        return None
+        return None, draft
     if view is None:
         if not isinstance(target, CitationTarget):
-            return None
+            return None, draft
         text = INDEXING_HOVER
     elif isinstance(target, CitationTarget):
         text = citation_hover(target, view.snapshot, view.config, view.today)
@@ -112,7 +120,7 @@ def _hover(captured: _Draft, view: IndexView | None, position: types.Position,
 
             report = check_parsed(draft, captured.rel, view.snapshot, view.config, view.today, view.read_text)
         text = context_hover(draft, report, ContextInputs(view.snapshot, view.config, view.today, view.read_text))
-    return lsp_hover(text, target.span, document.lines, document.codec, kind)
+    return lsp_hover(text, target.span, document.lines, document.codec, kind), draft
 
 
 # ---------------------------------------------------------------------------- definition
@@ -124,13 +132,22 @@ async def definition(session: Session, params: types.DefinitionParams) -> list[t
     view = session.current_view()
     if captured is None or view is None:
         return None
-    return await session.readers.run(_definition, captured, view, params.position)
+    found, draft = await session.readers.run(_definition, captured, view, params.position)
+    _keep_parse(session, captured, draft)
+    return found
 
 
-def _definition(captured: _Draft, view: IndexView, position: types.Position) -> list[types.Location] | None:
+def _definition(captured: _Draft, view: IndexView,
+                position: types.Position) -> tuple[list[types.Location] | None, ParsedDraft]:
     document = captured.document
     line, col = document.codec.core_position(position, document.lines)
-    target = target_at(_parsed(captured), line, col)
+    draft = _parsed(captured)
+    return _definition_of(draft, document, view, line, col), draft
+
+
+def _definition_of(draft: ParsedDraft, document: DocumentSnapshot, view: IndexView, line: int,
+                   col: int) -> list[types.Location] | None:
+    target = target_at(draft, line, col)
     if not isinstance(target, CitationTarget):
         return None
     found = locate(target.citation, view.snapshot, view.config.evidence_root)

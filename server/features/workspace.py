@@ -254,7 +254,8 @@ async def apply_settings(session: Session, settings: dict[str, Any], rescan: boo
 
 def _set_snapshot(session: Session, snapshot: IndexSnapshot) -> None:
     """A snapshot of the current store becomes the view; stores replaced before are closed
-    (in the writer thread, after any scan of theirs)."""
+    (in the writer thread, after any scan of theirs).
+    """
     session.set_snapshot(snapshot)
     for store in session.feature_state.pop(_RETIRED, []):
         close = session.writer.run(store.close)
