@@ -7,9 +7,9 @@ findings differ, the files holding lines of conflict keys the changed documents 
 first refresh of a workspace, every file with a finding), then recomputes those files in
 chunks of :data:`CHUNK` — findings, a digest, and the LSP diagnostics of the files whose
 digest differs from the one published — and publishes only those. Draft checks come first:
-before each chunk the refresh waits while any draft check is scheduled or running. A refresh whose index view was replaced meanwhile stops and leaves its
-remaining files to the next one. The loop keeps one small digest per file it has published
-to, never the findings themselves.
+before each chunk the refresh waits while any draft check is scheduled or running. A refresh
+whose index view was replaced meanwhile stops and leaves its remaining files to the next one.
+The loop keeps one small digest per file it has published to, never the findings themselves.
 """
 
 from __future__ import annotations
