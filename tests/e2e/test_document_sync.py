@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -338,5 +339,26 @@ async def test_exit_without_shutdown_ends_the_process_with_code_1(tmp_path: Path
     try:
         lsp_client.exit(None)
         assert await asyncio.wait_for(process.wait(), timeout=30) == 1
+    finally:
+        await lsp_client.stop()
+
+
+GROUNDING_LSP = [sys.executable, "-m", "grounding.cli", "lsp"]
+"""``grounding lsp`` (the console script runs ``grounding.cli:main``)."""
+
+
+@in_module_loop
+@pytest.mark.parametrize("shutdown", [True, False], ids=["shutdown-then-exit", "exit-only"])
+async def test_grounding_lsp_exits_with_the_protocols_code(shutdown: bool, tmp_path: Path) -> None:
+    root = build_workspace(tmp_path, {"evidence/.keep": ""})
+    lsp_client = await harness.start(root, "neovim", command=GROUNDING_LSP)
+    process = lsp_client._server
+    assert process is not None
+    try:
+        if shutdown:
+            await asyncio.wait_for(lsp_client.shutdown_session(), timeout=30)
+        else:
+            lsp_client.exit(None)
+        assert await asyncio.wait_for(process.wait(), timeout=30) == (0 if shutdown else 1)
     finally:
         await lsp_client.stop()
