@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from grounding_core.model import DraftReport, Finding
+from tests.support.workspace import write_files as write_files  # the one workspace builder
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_CASES = (REPO / ".." / "shared" / "cases").resolve()
@@ -50,12 +51,6 @@ def sha256(data: bytes | str) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def write_files(root: Path, files: dict[str, str | bytes]) -> None:
-    """Write each file byte-exactly under ``root`` (parents created)."""
-    for rel, content in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
 
 
 def fingerprints(*bases: Path) -> dict[str, str]:
