@@ -55,32 +55,60 @@ YAML_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoade
 """PyYAML's safe loader on libyaml when the wheel has it (about 10x faster), else pure Python."""
 
 
+YAML_MERGE_TAG = "tag:yaml.org,2002:merge"
+"""The tag PyYAML's resolver gives a plain ``<<`` key (YAML 1.1 merge keys)."""
+
 MAX_FRONT_MATTER_NESTING = 64
-"""Front matter nested deeper than this (brackets, or block indicators on one line) is
-refused before a YAML parser sees it: PyYAML's scanner slows down badly on deep flow
-nesting and libyaml's composer can overflow the C stack (a crash, not an exception)."""
+"""Front matter nested deeper than this (flow brackets, block collections) is refused before
+a YAML parser composes it: PyYAML's composer can overflow the C stack on deep nesting (a
+crash, not an exception), and its scanner slows down on deep flow nesting."""
 
 _BRACKETS = re.compile(r"[\[\]{}]")
 _BLOCK_RUN = re.compile(r"(?:[-?:](?:[ \t]+|$))+")
+_OPENS = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken, yaml.BlockSequenceStartToken,
+          yaml.BlockMappingStartToken)
+_CLOSES = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
 
 
 def front_matter_too_deep(source: str) -> bool:
-    """True when YAML ``source`` may nest deeper than :data:`MAX_FRONT_MATTER_NESTING`.
+    """True when YAML ``source`` nests collections deeper than :data:`MAX_FRONT_MATTER_NESTING`.
 
-    Counts open flow brackets (an upper bound: brackets inside quoted strings count too)
-    and the block indicators (``- ``, ``? ``, ``: ``) that start one line. Cheap: one regex
-    pass over the text.
+    Nesting is counted on the YAML scanner's tokens (collection starts and ends), so
+    brackets inside quoted or plain scalars never count (``title: "[[[…"`` is one string).
+    Cheap: a regex pass gives an upper bound first (brackets, block indicators starting a
+    line, line count), and only front matter over it is scanned, and only up to the limit.
+    A scanner error is not "too deep" (the composer reports it as a YAML error), except
+    libyaml's own nesting limit.
     """
+    if not _may_be_too_deep(source):
+        return False
     depth = 0
-    for match in _BRACKETS.finditer(source):
-        depth += 1 if match[0] in "[{" else -1
-        if depth > MAX_FRONT_MATTER_NESTING:
-            return True
+    try:
+        for token in yaml.scan(source, Loader=YAML_LOADER):
+            if isinstance(token, _OPENS):
+                depth += 1
+                if depth > MAX_FRONT_MATTER_NESTING:
+                    return True
+            elif isinstance(token, _CLOSES):
+                depth -= 1
+    except yaml.YAMLError as exc:
+        # libyaml's own limit (1000 levels) can fire while it still holds tokens back
+        return "nesting depth" in str(getattr(exc, "problem", "") or "")
+    return False
+
+
+def _may_be_too_deep(source: str) -> bool:
+    """An upper bound of :func:`front_matter_too_deep`: every level of nesting opens with a
+    flow bracket, or a block collection on a new line or after ``- ``/``? ``/``: `` at the
+    start of a line, so their count bounds the depth.
+    """
+    bound = sum(1 for match in _BRACKETS.finditer(source) if match[0] in "[{")
     for line in source.split("\n"):
         run = _BLOCK_RUN.match(line.lstrip(" "))
-        if run is not None and sum(run[0].count(c) for c in "-?:") > MAX_FRONT_MATTER_NESTING:
+        bound += 1 + (sum(run[0].count(c) for c in "-?:") if run is not None else 0)
+        if bound > MAX_FRONT_MATTER_NESTING:
             return True
-    return False
+    return bound > MAX_FRONT_MATTER_NESTING
 
 
 class EvidenceError(ValueError):
@@ -226,6 +254,13 @@ def parse_front_matter(lines: Sequence[str]) -> FrontMatter:
                 hint=f"Keep one {key!r} line.",
             )
         seen.add(key)
+        if key_node.tag == YAML_MERGE_TAG:
+            raise EvidenceError(
+                "invalid-front-matter",
+                "a YAML merge key ('<<') is not supported in front matter: it could carry"
+                " status, version or dates that Grounding would not see", line=line,
+                hint="Write the keys out (doc_id, version, status, effective_from ...).",
+            )
         if key not in FRONT_MATTER_KEYS:
             continue
         if not isinstance(value_node, yaml.ScalarNode):
