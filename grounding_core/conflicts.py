@@ -11,7 +11,8 @@ import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .state import IndexState, KeyedLine
+from .index import KeyedLine
+from .state import IndexState
 from .text import normalize, shorten
 
 

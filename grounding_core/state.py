@@ -10,12 +10,15 @@ Lines are 1-based; versions and sequence numbers are positive integers.
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from .evidence import EvidenceDocument, EvidenceError, FrontMatter, parse_evidence_text
+from .index import ConflictKey, IndexSnapshot, IndexStats, KeyedLine, ParseSettings, SearchHit
+from .index import VersionRecord as IndexRecord
 from .text import normalize, normalize_value, split_lines
 
 EventKind = Literal["import", "revoke"]
@@ -57,32 +60,6 @@ class VersionRecord:
     reason: str = ""
     seq: int = 0
     previous_shas: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class ParseSettings:
-    """How version texts are read into fields (SPEC §2 keys)."""
-
-    separators: tuple[str, ...] = ("：",)
-    meta_fields: tuple[str, ...] = ("版本说明", "来源", "性质")
-    subject_fields: tuple[str, ...] = ("主题",)
-
-
-@dataclass(frozen=True, slots=True)
-class KeyedLine:
-    """An active field line under its conflict key (SPEC §7.4). ``line`` is 1-based."""
-
-    doc_id: str
-    version: int
-    line: int
-    subject: str | None
-    field: str
-    value: str
-    path: str
-
-    @property
-    def identity(self) -> tuple[str, int, int]:
-        return (self.doc_id, self.version, self.line)
 
 
 @dataclass
@@ -427,3 +404,132 @@ def replay(events: Sequence[Event], n: int, cache: ParseCache) -> IndexState:
     """SPEC §4 ``replay(n)``: the state after the first ``n`` events (``n`` ≥ 0)."""
     return IndexState(cache=cache).apply(events[:n])
 
+
+
+class MemorySnapshot(IndexSnapshot):
+    """The reference :class:`~grounding_core.index.IndexSnapshot`: an in-memory
+    :class:`IndexState` behind the snapshot interface.
+
+    Correct but corpus-sized (it keeps every version text in memory and builds whole-index
+    structures on first use); the SQL store replaces it for real workspaces, and the
+    differential tests use it as an oracle. ``search`` delegates to ``searcher`` (the store's
+    full-text index of the newest versions), filtered to versions active in this state.
+    """
+
+    def __init__(self, state: IndexState, generation: int | None = None,
+                 searcher: Callable[[str, int, bool], list[SearchHit]] | None = None) -> None:
+        self._state = state
+        self.seq = state.seq
+        self.generation = state.seq if generation is None else generation
+        self.settings = state.settings
+        self._searcher = searcher
+        self._records: dict[str, dict[int, IndexRecord]] = {}
+
+    @property
+    def state(self) -> IndexState:
+        return self._state
+
+    def versions(self, doc_id: str) -> Mapping[int, IndexRecord]:
+        cached = self._records.get(doc_id)
+        if cached is None:
+            cached = {n: _index_record(r) for n, r in self._state.versions(doc_id).items()}
+            if len(self._records) > 4096:
+                self._records.clear()
+            self._records[doc_id] = cached
+        return cached
+
+    def document(self, record: IndexRecord) -> EvidenceDocument:
+        inner = self._state.record(record.doc_id, record.version)
+        if inner is None:
+            raise KeyError(f"{record.doc_id}@{record.version} is not in this snapshot")
+        return self._state.document(inner)
+
+    def record_for_path(self, path: str) -> IndexRecord | None:
+        best: VersionRecord | None = None
+        for doc_id in self._state.doc_ids():
+            for record in self._state.versions(doc_id).values():
+                if record.path != path:
+                    continue
+                rank = (record.reason != "deleted", record.version)
+                if best is None or rank > (best.reason != "deleted", best.version):
+                    best = record
+        return _index_record(best) if best is not None else None
+
+    def doc_ids(self, prefix: str = "", limit: int | None = None) -> list[str]:
+        found = [d for d in self._state.doc_ids() if d.startswith(prefix)]
+        return found if limit is None else found[:limit]
+
+    def key_lines(self, key: ConflictKey, today: dt.date) -> list[KeyedLine]:
+        lines = self._state.keyed_lines(today).get(key, [])
+        return sorted(lines, key=lambda kl: kl.identity)
+
+    def subjects_with_field(self, field_name: str, today: dt.date) -> list[str | None]:
+        return self._state.subjects_with_field(field_name, today)
+
+    def similar_field_names(self, name: str, today: dt.date, n: int = 1) -> list[str]:
+        return difflib.get_close_matches(name, sorted(self._state.field_names(today)), n=n, cutoff=0.5)
+
+    def known_term_in(self, sentence: str, today: dt.date) -> str | None:
+        terms, longest = self._state.known_terms(today)
+        best: str | None = None
+        size = len(sentence)
+        for i in range(size):
+            for j in range(min(size, i + longest), i + 1, -1):
+                if best is not None and j - i <= len(best):
+                    break
+                if sentence[i:j] in terms:
+                    best = sentence[i:j]
+                    break
+        return best
+
+    def lines_with_value_in(self, sentence: str, today: dt.date, limit: int = 50) -> list[KeyedLine]:
+        found = []
+        for lines in self._state.keyed_lines(today).values():
+            for kl in lines:
+                value = normalize_value(kl.value)
+                if value and value in sentence:
+                    found.append((-len(value), kl.identity, kl))
+        found.sort(key=lambda item: item[:2])
+        return [kl for _, _, kl in found[:limit]]
+
+    def conflicting_keys(self, today: dt.date) -> list[ConflictKey]:
+        keys = []
+        for key, lines in self._state.keyed_lines(today).items():
+            values = {kl.value for kl in lines}
+            if len(values) >= 2 and len({normalize(v) for v in values}) >= 2:
+                keys.append(key)
+        return sorted(keys, key=lambda k: (k[1], k[0] or ""))
+
+    def stats(self, today: dt.date) -> IndexStats:
+        docs = self._state.doc_ids()
+        active = list(self._state.active_records(today))
+        return IndexStats(
+            documents=len(docs),
+            versions=sum(len(self._state.versions(d)) for d in docs),
+            active_documents=len(active),
+            active_lines=sum(len(self._state.document(r).lines) for r in active),
+            active_field_lines=sum(len(v) for v in self._state.keyed_lines(today).values()),
+        )
+
+    def iter_active(self, today: dt.date) -> Iterator[IndexRecord]:
+        for record in self._state.active_records(today):
+            yield _index_record(record)
+
+    def search(self, query: str, limit: int = 20, any_term: bool = False) -> list[SearchHit]:
+        if self._searcher is None:
+            return []
+        hits = self._searcher(query, limit, any_term)
+        out = []
+        for hit in hits:
+            newest = self._state.newest(hit.doc_id)
+            if newest is not None and newest.version == hit.version and not newest.revoked:
+                out.append(hit)
+        return out
+
+
+def _index_record(record: VersionRecord) -> IndexRecord:
+    return IndexRecord(
+        doc_id=record.doc_id, version=record.version, sha256=record.sha256, path=record.path,
+        declared=record.declared, content_id=record.seq, revoked=record.revoked,
+        reason=record.reason, seq=record.seq, previous_shas=record.previous_shas,
+    )

@@ -35,8 +35,9 @@ from .evidence import (
     parse_evidence,
     parse_evidence_text,
 )
+from .index import ParseSettings, SearchHit
 from .model import Finding, Location, Span
-from .state import Event, IndexState, ParseCache, ParseSettings, VersionRecord
+from .state import Event, IndexState, MemorySnapshot, ParseCache, VersionRecord
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -112,17 +113,22 @@ class ScanResult:
     changed: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     hashed_bytes: int = 0
+    snapshot: MemorySnapshot | None = None
+    """The index after the scan, as a frozen snapshot (the interface checks read)."""
 
 
 @dataclass(frozen=True, slots=True)
-class SearchHit:
-    """One FTS hit: a line of a document's newest version (1-based), best first."""
+class LogEntry:
+    """One event as ``grounding log`` shows it: no text. ``recorded_at`` is UTC ISO 8601."""
 
+    seq: int
+    kind: str
     doc_id: str
     version: int
-    line: int
-    text: str
-    rank: float
+    sha256: str
+    path: str
+    reason: str
+    recorded_at: str
 
 
 class Store:
@@ -188,6 +194,28 @@ class Store:
             rows = self._conn.execute(sql + " ORDER BY seq", args).fetchall()
         return [_event(row) for row in rows]
 
+    def log_entries(self, doc_id: str | None = None) -> list[LogEntry]:
+        """The log's events without their texts, in seq order (``grounding log``; SPEC §9).
+
+        ``doc_id`` keeps only that document's events. Corpus-wide: for the CLI, not hot paths.
+        """
+        sql = "SELECT seq, kind, doc_id, version, sha256, path, reason, recorded_at FROM events"
+        args: tuple[str, ...] = ()
+        if doc_id is not None:
+            sql += " WHERE doc_id = ?"
+            args = (doc_id,)
+        with self._lock:
+            rows = self._conn.execute(sql + " ORDER BY seq", args).fetchall()
+        return [LogEntry(int(r[0]), str(r[1]), str(r[2]), int(r[3]), str(r[4]), str(r[5]), str(r[6]),
+                         str(r[7])) for r in rows]
+
+    def snapshot(self, at: int | None = None) -> MemorySnapshot:
+        """A frozen :class:`~grounding_core.index.IndexSnapshot` of ``replay(at)`` (default: the
+        whole log). Raises ValueError when ``at`` is negative or beyond the log.
+        """
+        state = self.state if at is None else self.replay(at)
+        return MemorySnapshot(state, searcher=self.search)
+
     def replay(self, n: int) -> IndexState:
         """SPEC §4 ``replay(n)``; raises ValueError when n is negative or beyond the log."""
         count = self.event_count()
@@ -250,6 +278,7 @@ class Store:
                 raise
             self._state = state
             result.state = state
+            result.snapshot = MemorySnapshot(state, searcher=self.search)
         return result
 
     def _scan_locked(

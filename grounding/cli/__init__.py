@@ -1,6 +1,7 @@
 """``grounding``: the command line (SPEC §9).
 
-Commands: ``check`` (the CI job), ``index``, ``conflicts``, ``context``, ``answer``, ``lsp``.
+Commands: ``check`` (the CI job), ``index``, ``conflicts``, ``context``, ``answer``, ``cite``,
+``schema``, ``mcp``, ``lsp``.
 Exit status: 0 no error-severity finding, 1 some, 2 usage or configuration error.
 Columns printed are 1-based code points, ``end_column`` exclusive.
 """
@@ -17,13 +18,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from grounding_core.config import ConfigError
+from grounding_core.config import ConfigError, find_workspace_root
 from grounding_core.model import FIRST_LINE, DraftReport, Finding, Severity, Status
 from grounding_core.store import IndexError_, ScanResult
 from grounding_core.text import shorten
 from grounding_core.workspace import Workspace
 
-from . import sarif
+from ..report import finding_json, fingerprint_map, report_json
+from . import baseline, cite, pipelines, sarif
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
@@ -59,7 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--root", type=Path, default=Path.cwd(), help="workspace root (default: cwd)")
+        p.add_argument("--root", type=Path, default=None,
+                       help="workspace root (default: the nearest folder at or above the current one"
+                       " holding grounding.toml, else the current folder)")
         p.add_argument("--evidence", help="evidence folder, relative to the root (overrides grounding.toml)")
         p.add_argument("--today", type=_date, help="pin today's date (YYYY-MM-DD) for activity checks")
 
@@ -69,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--format", choices=("text", "json", "sarif"), default="text")
     check.add_argument("--fix", action="store_true", help="apply safe fixes (quote, re-anchor) to the drafts")
     check.add_argument("--at", type=int, metavar="N", help="check against the index after its first N events")
-    check.set_defaults(run=cmd_check)
+    _pipeline_check_options(check)
 
     index = sub.add_parser("index", help="update the index and print a summary")
     common(index)
@@ -97,6 +101,14 @@ def _parser() -> argparse.ArgumentParser:
     answer.add_argument("--format", choices=("md", "json"), default="md")
     answer.set_defaults(run=cmd_answer)
 
+    log = sub.add_parser("log", help="list the index's events (seq, kind, doc_id, version, path, time) for --at N")
+    common(log)
+    log.add_argument("--doc", metavar="DOC_ID", help="only this document's events")
+    log.add_argument("--format", choices=("text", "json"), default="text")
+    log.set_defaults(run=cmd_log)
+
+    _pipeline_commands(sub, common)
+
     lsp = sub.add_parser("lsp", help="run the language server on stdio")
     lsp.set_defaults(run=cmd_lsp)
     return parser
@@ -111,7 +123,7 @@ def _date(text: str) -> dt.date:
 
 def open_workspace(args: argparse.Namespace) -> Workspace:
     """Open the workspace named by ``--root``/``--evidence``/``--today``; UsageError if unusable."""
-    root: Path = args.root
+    root: Path = args.root if args.root is not None else find_workspace_root(Path.cwd())
     if not root.is_dir():
         raise UsageError(f"--root {root}: not a folder")
     overrides: dict[str, Any] = {}
@@ -166,10 +178,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.fix:
         reports = _apply_fixes(ws, reports, state)
     evidence = {ws.config.evidence_display(p): fs for p, fs in sorted(scan.evidence.items())}
+    fingerprints = fingerprint_map(ws.config.root, reports, evidence)
+    reports, evidence = _apply_baseline(args, reports, evidence, fingerprints)
     if args.format == "json":
-        print(json.dumps(report_json(reports, evidence), ensure_ascii=False, indent=1))
+        print(json.dumps(report_json(reports, evidence, fingerprints), ensure_ascii=False, indent=1))
     elif args.format == "sarif":
-        print(json.dumps(sarif.report(reports, evidence, ws.config.root), ensure_ascii=False, indent=1))
+        print(json.dumps(sarif.report(reports, evidence, ws.config.root, fingerprints), ensure_ascii=False,
+                         indent=1))
     else:
         print_text(reports, evidence)
     errors = sum(r.error_count for r in reports) + sum(
@@ -270,44 +285,6 @@ def _apply_fixes(ws: Workspace, reports: list[DraftReport], state: Any) -> list[
     return out
 
 
-def finding_json(f: Finding) -> dict[str, Any]:
-    """SPEC §9 diagnostic object (1-based line/column, code points, end exclusive)."""
-    out: dict[str, Any] = {
-        "code": f.code, "name": f.name, "severity": f.effective_severity.value,
-        "line": f.span.start_line + 1, "column": f.span.start_col + 1,
-        "end_line": f.span.end_line + 1, "end_column": f.span.end_col + 1,
-        "message": f.message,
-    }
-    if f.hint:
-        out["hint"] = f.hint
-    if f.citation:
-        out["citation"] = f.citation
-    if f.related:
-        out["related"] = [{"path": r.path, "line": r.line, **({"message": r.message} if r.message else {})}
-                          for r in f.related]
-    if f.fix:
-        out["fix"] = {"title": f.fix.title, "new_text": f.fix.new_text}
-    return out
-
-
-def report_json(reports: list[DraftReport], evidence: dict[str, list[Finding]]) -> dict[str, Any]:
-    return {
-        "drafts": [
-            {
-                "path": r.path, "status": r.status.value, "required_fields": r.required_fields,
-                "covered_fields": r.covered_fields, "missing_fields": r.missing_fields,
-                "field_completeness": r.field_completeness, "coverage": r.coverage,
-                "same_key_sources_checked": r.same_key_sources_checked,
-                **({"output_tokens": r.output_tokens, "output_reserve": r.output_reserve}
-                   if r.output_tokens is not None else {}),
-                "diagnostics": [finding_json(f) for f in r.findings],
-            }
-            for r in reports
-        ],
-        "evidence": [{"path": p, "diagnostics": [finding_json(f) for f in fs]} for p, fs in evidence.items()],
-    }
-
-
 def print_text(reports: list[DraftReport], evidence: dict[str, list[Finding]]) -> None:
     """Compiler-style lines: ``path:line:col: severity CODE name: message`` + a hint line."""
     counts = {s: 0 for s in Severity}
@@ -319,14 +296,88 @@ def print_text(reports: list[DraftReport], evidence: dict[str, list[Finding]]) -
             if f.hint:
                 print(f"    hint: {f.hint}")
     for r in reports:
-        print(f"{r.path}: {r.status.value}; required {_list(r.required_fields)}, covered "
-              f"{_list(r.covered_fields)}, missing {_list(r.missing_fields)}; coverage {r.coverage:.2f}")
+        print(summary_line(r))
     print(f"{len(reports)} draft(s): {counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s),"
           f" {counts[Severity.INFORMATION]} information")
 
 
+def summary_line(r: DraftReport) -> str:
+    """One line per draft: status and finding counts first, then fields and coverage (§7.5).
+
+    Coverage is only shown when the draft requires fields; with no active line carrying a
+    required field it is 1.00 by definition, and the line says so instead of looking like success.
+    """
+    counts = {s: 0 for s in Severity}
+    for f in r.findings:
+        counts[f.effective_severity] += 1
+    found = ", ".join(f"{n} {label}" for n, label in (
+        (counts[Severity.ERROR], "error(s)"), (counts[Severity.WARNING], "warning(s)")) if n) or "no problems"
+    line = f"{r.path}: {r.status.value} ({found})"
+    if not r.required_fields:
+        return line + "; no required fields"
+    line += (f"; required {_list(r.required_fields)}, covered {_list(r.covered_fields)},"
+             f" missing {_list(r.missing_fields)}")
+    if r.coverage == 1.0 and r.missing_fields:
+        return line + "; coverage 1.00 only because no active line carries a missing field"
+    return line + f"; coverage {r.coverage:.2f}"
+
+
 def _list(items: list[str]) -> str:
     return "[" + ", ".join(items) + "]"
+
+
+# -- pipelines: check --baseline/--drafts-only, cite, schema, mcp (SPEC §9, §14) ----------------
+
+
+def _pipeline_check_options(check: argparse.ArgumentParser) -> None:
+    check.add_argument("--baseline", type=Path, metavar="FILE",
+                       help="report only findings not in FILE (an earlier --format sarif or json report)")
+    check.add_argument("--drafts-only", action="store_true",
+                       help="check only the given paths that are drafts by the configured globs (pre-commit)")
+    check.set_defaults(run=cmd_check_paths)
+
+
+def cmd_check_paths(args: argparse.Namespace) -> int:
+    """``check``, with ``--drafts-only`` narrowing the paths first (none left: nothing to check)."""
+    if args.drafts_only and args.paths:
+        if not pipelines.workspace_root(args).is_dir():
+            raise UsageError(f"--root {args.root}: not a folder")
+        kept = pipelines.drafts_only(args)
+        if kept is None:
+            print(f"grounding: no drafts among the {len(args.paths)} path(s) given; nothing to check",
+                  file=sys.stderr)
+            return EXIT_OK
+        args.paths = kept
+    return cmd_check(args)
+
+
+def _apply_baseline(args: argparse.Namespace, reports: list[DraftReport], evidence: dict[str, list[Finding]],
+                    fingerprints: dict[int, str]) -> tuple[list[DraftReport], dict[str, list[Finding]]]:
+    if getattr(args, "baseline", None) is None:
+        return reports, evidence
+    try:
+        known = baseline.load(args.baseline)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    reports, evidence, hidden = baseline.apply(known, reports, evidence, fingerprints)
+    print(f"grounding: baseline {args.baseline}: {hidden} known finding(s) not reported", file=sys.stderr)
+    return reports, evidence
+
+
+def _pipeline_commands(sub: Any, common: Any) -> None:
+    cite.add_parser(sub, common)
+    sub.choices["cite"].set_defaults(run=cmd_cite)
+    pipelines.add_schema_parser(sub)
+    mcp = sub.add_parser("mcp", help="serve the MCP tools (check_answer, cite, search_evidence, compile_context)"
+                         " on stdio")
+    common(mcp)
+    mcp.set_defaults(run=pipelines.cmd_mcp)
+
+
+def cmd_cite(args: argparse.Namespace) -> int:
+    if args.target is None and args.grep is None:
+        raise UsageError("give PATH:LINE, DOC_ID[@VERSION][:LINE], DOC_ID --grep TEXT or --grep TEXT")
+    return cite.run(args, open_workspace(args))
 
 
 # -- index / conflicts -------------------------------------------------------------------------
@@ -370,6 +421,31 @@ def cmd_index(args: argparse.Namespace) -> int:
             for f in fs:
                 print(f"{path}:{f.span.start_line + 1}:{f.span.start_col + 1}: "
                       f"{f.effective_severity.value} {f.code} {f.name}: {f.message}")
+    return EXIT_OK
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    """``grounding log``: every event (SPEC §4, §9), so ``check --at N`` can be chosen.
+
+    Scans first (like every command), so the log is up to date with the evidence folder.
+    """
+    ws = open_workspace(args)
+    ws.scan()
+    entries = ws.store.log_entries(args.doc)
+    if args.format == "json":
+        print(json.dumps([{"seq": e.seq, "kind": e.kind, "doc_id": e.doc_id, "version": e.version,
+                           "sha256": e.sha256, "path": ws.config.evidence_display(e.path) if e.path else "",
+                           "reason": e.reason, "recorded_at": e.recorded_at} for e in entries],
+                         ensure_ascii=False, indent=1))
+        return EXIT_OK
+    for e in entries:
+        where = ws.config.evidence_display(e.path) if e.path else ""
+        detail = f" sha256:{e.sha256[:12]} {where}" if e.kind == "import" else f" ({e.reason})"
+        print(f"{e.seq:>6}  {e.recorded_at}  {e.kind:<6}  {e.doc_id}@{e.version}{detail}")
+    if not entries:
+        print("the event log is empty" + (f" for {args.doc!r}" if args.doc else ""))
+    else:
+        print(f"{len(entries)} event(s); `grounding check --at N` checks against the state after event N")
     return EXIT_OK
 
 

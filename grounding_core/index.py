@@ -1,0 +1,350 @@
+"""The frozen index snapshot: everything a check may ask of the index (SPEC §3 "Active", §4, §7).
+
+An :class:`IndexSnapshot` answers for one state of the event log, ``replay(seq)``. It is a
+value: it never changes after it is made, it may be handed to any thread, and two snapshots
+with the same :attr:`IndexSnapshot.generation` give the same answers. Checks, navigation,
+context compilation and the answer generator read the index **only** through this class, so
+``--at N`` is exact and a language server can check against one snapshot while the indexer
+writes the next.
+
+Rules for implementations (the SQL store in ``grounding_core.store`` and the reference
+:class:`MemorySnapshot`):
+
+- Cost follows the question, never the corpus: every method is an indexed lookup whose cost
+  is proportional to what it returns (a version's lines, one conflict key's rows, the terms
+  that can occur in one sentence), except the few methods marked *corpus-wide*, which exist
+  for ``grounding index``/``grounding conflicts``, the server's evidence diagnostics and the
+  benchmarks and must never run per keystroke.
+- Nothing proportional to the corpus is kept in Python memory; a bounded cache (parsed
+  documents, term candidates) is allowed.
+- "Today" is always a parameter: activity (SPEC §3) depends on ``effective_from`` /
+  ``effective_until``, so the same snapshot answers for any date.
+
+Units: lines and versions are 1-based integers, as in citations; strings are Python ``str``
+(code points).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from .evidence import EvidenceDocument
+from .text import normalize, normalize_value
+
+ConflictKey = tuple[str | None, str]
+"""``(subject, field)`` (SPEC §3, §7.4); ``None`` is the key of lines without a subject."""
+
+LineIdentity = tuple[str, int, int]
+"""``(doc_id, version, line)`` of an evidence line (SPEC §7.5 identities)."""
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRecord:
+    """One (doc_id, version) as of the snapshot: its current content and whether it was revoked.
+
+    ``content_id`` names the exact content (the sequence number of the ``import`` event that
+    brought it), so :meth:`IndexSnapshot.document` can read its text on demand.
+    ``previous_shas`` lists contents the same declared version held before (``version-reuse``).
+    ``seq`` is the sequence number of the last event that changed this record.
+    """
+
+    doc_id: str
+    version: int
+    sha256: str
+    path: str
+    declared: bool
+    content_id: int
+    revoked: bool = False
+    reason: str = ""
+    seq: int = 0
+    previous_shas: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ParseSettings:
+    """How version texts are read into fields (SPEC §2 keys); part of a snapshot's identity."""
+
+    separators: tuple[str, ...] = ("：",)
+    meta_fields: tuple[str, ...] = ("版本说明", "来源", "性质")
+    subject_fields: tuple[str, ...] = ("主题",)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedLine:
+    """An active, non-meta field line under its conflict key (SPEC §7.4). ``line`` is 1-based;
+    ``path`` is relative to the evidence root.
+    """
+
+    doc_id: str
+    version: int
+    line: int
+    subject: str | None
+    field: str
+    value: str
+    path: str
+
+    @property
+    def identity(self) -> LineIdentity:
+        return (self.doc_id, self.version, self.line)
+
+    @property
+    def key(self) -> ConflictKey:
+        return (self.subject, self.field)
+
+
+@dataclass(frozen=True, slots=True)
+class ValueGroup:
+    """The active lines of one conflict key that share one value after SPEC §7.4's rule.
+
+    ``normalized`` is the compared form (NFKC, whitespace removed); ``spelled`` the first
+    spelling in (doc_id, version, line) order; ``count`` how many lines hold it; ``sources``
+    at most the requested number of them: the draft's cited lines first, then by (doc_id,
+    version, line).
+    """
+
+    normalized: str
+    spelled: str
+    count: int
+    sources: tuple[KeyedLine, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class KeySummary:
+    """What the conflict gate reads of one key (SPEC §7.4): every value with its count.
+
+    ``total_lines`` is the number of distinct active lines with this key (their sum over the
+    checked keys is ``same_key_sources_checked``; keys never share a line). ``values`` are in
+    order of their first source (doc_id, version, line).
+    """
+
+    key: ConflictKey
+    total_lines: int
+    values: tuple[ValueGroup, ...]
+
+    @property
+    def conflicting(self) -> bool:
+        """Two or more distinct values: a ``field-conflict`` (GR108); no side is picked."""
+        return len(self.values) >= 2
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One full-text hit: a line of a document's active version (1-based), best first.
+    ``rank`` is bm25-like: lower is better.
+    """
+
+    doc_id: str
+    version: int
+    line: int
+    text: str
+    rank: float
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStats:
+    """Counts for ``grounding index`` (corpus-wide)."""
+
+    documents: int
+    versions: int
+    active_documents: int
+    active_lines: int
+    active_field_lines: int
+
+
+class IndexSnapshot(ABC):
+    """The index as of ``replay(seq)``; see the module docstring for the rules.
+
+    Subclasses implement the abstract lookups; the concrete methods here are defined in
+    terms of them and may be overridden with faster equivalents.
+    """
+
+    seq: int
+    """The number of events this snapshot reflects (``replay(seq)``)."""
+    generation: int
+    """Changes whenever answers may change (new events, rebuilt derived data, new settings)."""
+    settings: ParseSettings
+
+    # -- versions ----------------------------------------------------------------------------
+
+    @abstractmethod
+    def versions(self, doc_id: str) -> Mapping[int, VersionRecord]:
+        """Version number -> record of every known version of ``doc_id`` (empty if unknown)."""
+
+    def newest(self, doc_id: str) -> VersionRecord | None:
+        """The newest known version (SPEC §3: only it can be active), revoked or not."""
+        versions = self.versions(doc_id)
+        return versions[max(versions)] if versions else None
+
+    def record(self, doc_id: str, version: int) -> VersionRecord | None:
+        return self.versions(doc_id).get(version)
+
+    @abstractmethod
+    def document(self, record: VersionRecord) -> EvidenceDocument:
+        """The parsed text of ``record``'s content (read on demand; cached in a bounded cache)."""
+
+    @abstractmethod
+    def record_for_path(self, path: str) -> VersionRecord | None:
+        """The newest version imported from ``path`` (relative to the evidence root); a version
+        not deleted wins over a deleted one. None when nothing was imported from it.
+        """
+
+    def inactive_reason(self, record: VersionRecord, today: dt.date) -> str | None:
+        """Why a version is not active (SPEC §3), or None when it is active."""
+        if record.revoked:
+            return "it was deleted" if record.reason == "deleted" else f"it is revoked ({record.reason})"
+        newest = self.newest(record.doc_id)
+        if newest is not None and newest.version != record.version:
+            return f"version {newest.version} supersedes it"
+        front = self.document(record).front
+        if front.status == "revoked":
+            return "it is revoked (status: revoked)"
+        if front.effective_from is not None and today < front.effective_from:
+            return f"it is not effective until {front.effective_from.isoformat()}"
+        if front.effective_until is not None and today > front.effective_until:
+            return f"it expired on {front.effective_until.isoformat()}"
+        return None
+
+    def is_active(self, record: VersionRecord, today: dt.date) -> bool:
+        return self.inactive_reason(record, today) is None
+
+    def active_record(self, doc_id: str, today: dt.date) -> VersionRecord | None:
+        """The active version of ``doc_id`` (at most one), or None."""
+        newest = self.newest(doc_id)
+        return newest if newest is not None and self.is_active(newest, today) else None
+
+    def is_meta_field(self, name: str) -> bool:
+        return name in self.settings.meta_fields
+
+    # -- documents by name -------------------------------------------------------------------
+
+    @abstractmethod
+    def doc_ids(self, prefix: str = "", limit: int | None = None) -> list[str]:
+        """Known doc_ids starting with ``prefix``, sorted by code point, at most ``limit``.
+
+        With no limit this is corpus-wide; completion passes a limit.
+        """
+
+    def similar_doc_ids(self, doc_id: str, n: int = 1) -> list[str]:
+        """Up to ``n`` known doc_ids close to ``doc_id`` (a "did you mean" hint); bounded:
+        candidates share a prefix with ``doc_id``.
+        """
+        candidates: list[str] = []
+        for cut in range(min(len(doc_id), 4), 0, -1):
+            candidates = self.doc_ids(doc_id[:cut], limit=500)
+            if candidates:
+                break
+        return difflib.get_close_matches(doc_id, candidates, n=n)
+
+    # -- field lines and conflict keys -------------------------------------------------------
+
+    @abstractmethod
+    def key_lines(self, key: ConflictKey, today: dt.date) -> list[KeyedLine]:
+        """Every active line of one key, in (doc_id, version, line) order (may be large)."""
+
+    def key_summary(self, key: ConflictKey, today: dt.date, cited: Iterable[LineIdentity] = (),
+                    per_value: int = 5) -> KeySummary:
+        """SPEC §7.4 for one key: each distinct value (NFKC, whitespace removed) with its count
+        and at most ``per_value`` sources, ``cited`` lines first.
+        """
+        first = set(cited)
+        groups: dict[str, list[KeyedLine]] = {}
+        for kl in self.key_lines(key, today):
+            groups.setdefault(normalize(kl.value), []).append(kl)
+        values = []
+        total = 0
+        for norm, lines in groups.items():
+            total += len(lines)
+            ordered = sorted(lines, key=lambda kl: (kl.identity not in first, kl.identity))
+            values.append(ValueGroup(norm, lines[0].value, len(lines), tuple(ordered[:per_value])))
+        return KeySummary(key, total, tuple(values))
+
+    @abstractmethod
+    def subjects_with_field(self, field_name: str, today: dt.date) -> list[str | None]:
+        """Every subject (None first) having an active, non-meta line with this field."""
+
+    def has_field(self, field_name: str, today: dt.date) -> bool:
+        return bool(self.subjects_with_field(field_name, today))
+
+    @abstractmethod
+    def similar_field_names(self, name: str, today: dt.date, n: int = 1) -> list[str]:
+        """Up to ``n`` active field names close to ``name`` ("did you mean"); bounded."""
+
+    @abstractmethod
+    def known_term_in(self, sentence: str, today: dt.date) -> str | None:
+        """SPEC §7.6: the longest (then leftmost) known term occurring in ``sentence``.
+
+        ``sentence`` is already normalised (:func:`grounding_core.text.normalize`). Known terms
+        are the normalised field names and values (trailing punctuation stripped) of active,
+        non-meta field lines, at least 2 code points long. Near-linear in the sentence's length.
+        """
+
+    @abstractmethod
+    def lines_with_value_in(self, sentence: str, today: dt.date, limit: int = 50) -> list[KeyedLine]:
+        """Active, non-meta field lines whose normalised value (SPEC §7.3) occurs in the
+        normalised ``sentence``, longest value first, at most ``limit`` (citation candidates).
+        """
+
+    @abstractmethod
+    def conflicting_keys(self, today: dt.date) -> list[ConflictKey]:
+        """Every key with two or more distinct values, sorted by (field, subject). Corpus-wide."""
+
+    @abstractmethod
+    def stats(self, today: dt.date) -> IndexStats:
+        """Counts for ``grounding index``. Corpus-wide."""
+
+    @abstractmethod
+    def iter_active(self, today: dt.date) -> Iterator[VersionRecord]:
+        """Every active version in doc_id order, streamed. Corpus-wide (benchmarks, tools)."""
+
+    # -- full-text search --------------------------------------------------------------------
+
+    @abstractmethod
+    def search(self, query: str, limit: int = 20, any_term: bool = False) -> list[SearchHit]:
+        """Full-text search over the lines of versions active at this snapshot, best first.
+
+        Each whitespace-separated term must occur (``any_term``: at least one, ranked by how
+        many of the query's trigrams a line holds). Any text is a safe query (quotes, NUL,
+        FTS syntax are searched literally). At most ``limit`` hits.
+        """
+
+    @property
+    def search_complete(self) -> bool:
+        """False while the full-text rows are still being built (search may miss lines)."""
+        return True
+
+
+def keyed_lines_of(doc: EvidenceDocument, record: VersionRecord, settings: ParseSettings) -> list[KeyedLine]:
+    """The non-meta field lines of one version, in line order (SPEC §3 field lines)."""
+    meta = settings.meta_fields
+    return [KeyedLine(record.doc_id, record.version, number, doc.subject, fl.field, fl.value, record.path)
+            for number, fl in doc.field_lines.items() if fl.field not in meta]
+
+
+def longest_term_in(sentence: str, terms: Iterable[str]) -> str | None:
+    """The longest (then leftmost) of ``terms`` occurring in ``sentence``; helper for
+    implementations that fetched candidate terms. Linear per candidate (``str.__contains__``).
+    """
+    best: tuple[int, int, str] | None = None
+    for term in terms:
+        at = sentence.find(term)
+        if at < 0:
+            continue
+        rank = (-len(term), at, term)
+        if best is None or rank < best:
+            best = rank
+    return best[2] if best is not None else None
+
+
+def value_term(value: str) -> str:
+    """The normalised form of a value used by SPEC §7.3 and §7.6."""
+    return normalize_value(value)
+
+
+__all__: Sequence[str] = (
+    "ConflictKey", "IndexSnapshot", "IndexStats", "KeySummary", "KeyedLine", "LineIdentity",
+    "ParseSettings", "SearchHit", "ValueGroup", "VersionRecord", "keyed_lines_of", "longest_term_in",
+)
