@@ -59,6 +59,9 @@ MAX_INLINE_BRACKETS = 64
 """Inline content with more ``[`` than this skips markdown-it's inline rules (see
 :func:`_bounded_inline`): they are super-linear on runs of ``[`` / ``[^``."""
 STATUSES = ("answered", "partial", "abstain", "conflict")
+MAX_SOURCE_MAP_CHARS = 4_000_000
+"""JSON answers longer than this get their findings on line 1 (no source map): an answer wire
+is a few hundred tokens, and json-source-map spends seconds on megabytes of escapes."""
 JSON_TOP_KEYS = ("status", "claims", "missing_fields", "question", "fields", "subject", "context")
 QUOTE_LOOKALIKES = "“”„‟«»「」『』＂〝〞'‘’"
 
@@ -967,9 +970,9 @@ def _read_draft_front_matter(draft: ParsedDraft, content: str) -> None:
 def parse_context_node(node: Any) -> ContextSpec:
     """SPEC §6 context forms from a YAML node (or plain JSON value via :func:`parse_context_value`)."""
     if isinstance(node, yaml.Node):
-        try:
-            value = yaml.safe_load(yaml.serialize(node))
-        except (yaml.YAMLError, RecursionError, ValueError):
+        try:  # construct from the composed node (re-serialising took 15 s per MB)
+            value = YAML_LOADER("").construct_document(node)
+        except (yaml.YAMLError, RecursionError, ValueError, TypeError):
             return ContextSpec("units", error="context is not valid YAML")
     else:
         value = node
@@ -1023,9 +1026,11 @@ def parse_context_value(value: Any) -> ContextSpec:
 def parse_context_log(text: str) -> tuple[ContextUnitSpec, ...]:
     """A pipeline's context log (SPEC §6). Raises ValueError with a reason when malformed."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_int=_parse_int)
     except json.JSONDecodeError as exc:
         raise ValueError(f"the context log is not JSON: {exc.msg} at line {exc.lineno}") from None
+    except RecursionError:
+        raise ValueError("the context log is nested too deeply to read") from None
     if not isinstance(data, dict) or not isinstance(data.get("units"), list):
         raise ValueError('the context log must be {"units": [...]}')
     out: list[ContextUnitSpec] = []
@@ -1088,8 +1093,8 @@ def parse_json_answer(text: str) -> ParsedDraft:
     except RecursionError:
         malformed(FIRST_LINE, "not valid JSON for an answer: it is nested too deeply")
         return draft
-    try:
-        spans = json_source_map.calculate(text)
+    try:  # pure Python, about 1.3 µs per \u escape: bounded for hostile sizes
+        spans = json_source_map.calculate(text) if len(text) <= MAX_SOURCE_MAP_CHARS else {}
     except Exception:  # the library raises its own error types for inputs json accepted
         spans = {}
     if not isinstance(data, dict):

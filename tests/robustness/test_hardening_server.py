@@ -1,0 +1,137 @@
+"""Issue 13 item 17: a hostile context query, context log or JSON answer never takes the
+server down and never leaves the draft without diagnostics (pytest-lsp, the real server).
+
+One test per kind of hostility: NUL characters, huge numbers, deep nesting, huge strings.
+Each opens every carrier of its kind (a ``query`` context, a ``log`` context, a JSON answer)
+next to an ordinary draft, waits for each draft's diagnostics (bounded waits, no sleeps),
+then checks that the server still answers and exits cleanly.
+
+A NUL in a ``query`` reaches SQLite's FTS5 query parser ("unterminated string"), and a query
+of 200,000 terms becomes one FTS5 expression too deep for SQLite; the fix belongs in
+``store.search``, which the index helper owns, so those two tests are marked xfail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from lsprotocol import types
+
+from .helpers import SCHEDULE, sha256, write_files
+from .lsp import open_document, start_server, stop_server
+
+WAIT = 60.0
+HASH = sha256(SCHEDULE)
+GOOD = ('---\nquestion: 几点？\nfields: [活动时间]\ncontext: {units: ["schedule@1"]}\n---\n'
+        f'活动时间是周四16:30[^1]。🎉\r\n\r\n[^1]: schedule@1:6 sha256:{HASH[:12]} "- 活动时间：周四16:30"\r\n')
+CLAIM = {"text": "活动时间：周四16:30", "quote": "- 活动时间：周四16:30", "id": "schedule@1:6",
+         "doc_id": "schedule", "version": 1, "line": 6, "sha256": HASH, "field": "活动时间"}
+
+
+def markdown(context: str) -> str:
+    return f"---\nquestion: 几点？\nfields: [活动时间]\ncontext: {context}\n---\n活动时间是周四16:30。\n"
+
+
+def answer(**changes: object) -> str:
+    body: dict[str, object] = {"status": "answered", "claims": [CLAIM], "missing_fields": [],
+                               "fields": ["活动时间"], "context": {"units": ["schedule@1"]}}
+    body.update(changes)
+    return json.dumps(body, ensure_ascii=False)
+
+
+async def every_draft_is_diagnosed(tmp_path: Path, drafts: dict[str, str], files: dict[str, str],
+                                   wait: float = WAIT) -> None:
+    """Open ``drafts`` (and a good one) in one session; each gets diagnostics; the server lives."""
+    write_files(tmp_path, {"evidence/schedule.md": SCHEDULE, "grounding.toml": 'today = "2026-05-01"\n',
+                           "answers/good.md": GOOD, **files, **drafts})
+    client = await start_server(tmp_path)
+    try:
+        uris = {rel: (tmp_path / rel).as_uri() for rel in [*drafts, "answers/good.md"]}
+        for rel, uri in uris.items():
+            text = GOOD if rel == "answers/good.md" else drafts[rel]
+            open_document(client, uri, text)
+        for rel, uri in uris.items():
+            await client.wait_for(lambda uri=uri: bool(client.of(uri)), wait, f"diagnostics of {rel}")
+            published = client.of(uri)[-1].diagnostics
+            if rel == "answers/good.md":
+                assert not [d for d in published if d.severity == types.DiagnosticSeverity.Error]
+            else:
+                assert published, f"{rel} was published with no diagnostics"
+                assert "Grounding could not check" not in " ".join(d.message for d in published)
+        hover = await asyncio.wait_for(client.text_document_hover_async(types.HoverParams(
+            types.TextDocumentIdentifier(uris["answers/good.md"]), types.Position(7, 10))), WAIT)
+        assert hover is not None  # still serving
+    finally:
+        assert await stop_server(client) == 0
+
+
+@pytest.mark.xfail(reason="index helper owns store.search", strict=False)
+async def test_nul_in_a_query_context(tmp_path: Path) -> None:
+    await every_draft_is_diagnosed(tmp_path, {
+        "answers/q-nul.md": markdown('{query: "活动\\0时间"}'),
+        "answers/q-nul-only.md": markdown('{query: "\\0"}'),
+        "answers/q-nul.answer.json": answer(context={"query": "活动\0时间 🎉"}),
+    }, {}, wait=15.0)
+
+
+async def test_nul_in_a_context_log_and_in_an_answer(tmp_path: Path) -> None:
+    await every_draft_is_diagnosed(tmp_path, {
+        "answers/log-nul.md": markdown("{log: runs/nul.json}"),
+        "answers/log-nul-bytes.md": markdown("{log: runs/nul-bytes.json}"),
+        "answers/a-nul.answer.json": answer(question="\0", claims=[
+            dict(CLAIM, text="活动\0", quote="\0", id="schedule\0@1:6", doc_id="schedule\0")]),
+        "answers/a-nul-units.answer.json": answer(context={"units": ["schedule\0@1"]}),
+    }, {
+        "runs/nul.json": json.dumps({"units": [{"doc_id": "schedule\0", "version": 1,
+                                                 "text": "- 活动时间：周四16:30\0"}]}),
+        "runs/nul-bytes.json": '{"units": []}\0\0',
+    })
+
+
+async def test_huge_numbers(tmp_path: Path) -> None:
+    digits = "9" * 5000
+    await every_draft_is_diagnosed(tmp_path, {
+        "answers/q-limit.md": markdown(f"{{query: 活动时间, limit: {digits}, reserve: 240}}"),
+        "answers/q-2-63.md": markdown("{query: 活动时间, limit: 9223372036854775808, reserve: 9223372036854775807}"),
+        "answers/q-2-62.md": markdown("{query: 活动时间, limit: 4611686018427387904, reserve: 240}"),
+        "answers/log-huge.md": markdown("{log: runs/huge.json}"),
+        "answers/a-huge.answer.json": answer(context={"query": "活动时间", "limit": 2**63, "reserve": 2**63})
+        .replace('"version": 1', f'"version": {digits}'),
+        "answers/a-line.answer.json": answer(claims=[dict(CLAIM, line=2**64, id=f"schedule@1:{2**64}")]),
+    }, {
+        "runs/huge.json": '{"units": [{"doc_id": "schedule", "version": ' + digits + ', "lines": [1, '
+                          + digits + "]}]}",
+    })
+
+
+async def test_deep_nesting(tmp_path: Path) -> None:
+    deep_json = "[" * 100_000 + "]" * 100_000
+    await every_draft_is_diagnosed(tmp_path, {
+        "answers/q-deep.md": markdown("{query: " + "[" * 60 + "]" * 60 + "}"),
+        "answers/q-deeper.md": markdown("{query: " + "[" * 100_000 + "]" * 100_000 + "}"),
+        "answers/log-deep.md": markdown("{log: runs/deep.json}"),
+        "answers/a-deep.answer.json": '{"status": "answered", "claims": ' + deep_json + ', "missing_fields": []}',
+        "answers/a-deep-context.answer.json": answer(context={"query": "x", "units": [[[["x"]]]]}),
+    }, {"runs/deep.json": '{"units": ' + deep_json + "}"})
+
+
+async def test_huge_strings(tmp_path: Path) -> None:
+    await every_draft_is_diagnosed(tmp_path, {
+        "answers/q-one-term.md": markdown('{query: "' + "活动时间" * 200_000 + '"}'),
+        "answers/log-big.md": markdown("{log: runs/big.json}"),
+        "answers/a-big.answer.json": answer(question="问" * 1_000_000, context={"query": "活动时间" * 100_000}),
+        "answers/a-big-quote.answer.json": answer(claims=[dict(CLAIM, quote=CLAIM["quote"] + "𠮷" * 2_000_000)]),
+    }, {"runs/big.json": json.dumps({"units": [{"doc_id": "s" * 1_000_000, "version": 1,
+                                                 "text": "活" * 5_000_000}]}, ensure_ascii=False)})
+
+
+@pytest.mark.xfail(reason="index helper owns store.search", strict=False)
+async def test_huge_query_of_many_terms(tmp_path: Path) -> None:
+    """200,000 terms once became one FTS5 expression ("Expression tree is too large")."""
+    await every_draft_is_diagnosed(tmp_path, {
+        "answers/q-big.md": markdown('{query: "' + "活动时间 🎉 " * 200_000 + '"}'),
+        "answers/q-big.answer.json": answer(context={"query": "活动 时间 " * 100_000}),
+    }, {}, wait=15.0)
