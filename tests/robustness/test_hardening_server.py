@@ -135,3 +135,25 @@ async def test_huge_query_of_many_terms(tmp_path: Path) -> None:
         "answers/q-big.md": markdown('{query: "' + "活动时间 🎉 " * 200_000 + '"}'),
         "answers/q-big.answer.json": answer(context={"query": "活动 时间 " * 100_000}),
     }, {}, wait=15.0)
+
+
+@pytest.mark.xfail(reason="server/features/actions.py FIXABLE must list malformed-citation (another"
+                   " helper owns server/features)", strict=True)
+async def test_the_quick_fix_of_an_ime_slip_uses_the_core_edit(tmp_path: Path) -> None:
+    """Issue 12: the editor offers the same Edit ``grounding check --fix`` applies."""
+    slipped = GOOD.replace("schedule@1:6", "schedule＠1：６")
+    write_files(tmp_path, {"evidence/schedule.md": SCHEDULE, "grounding.toml": 'today = "2026-05-01"\n',
+                           "answers/a.md": slipped})
+    uri = (tmp_path / "answers/a.md").as_uri()
+    client = await start_server(tmp_path)
+    try:
+        open_document(client, uri, slipped)
+        await client.wait_for(lambda: bool(client.of(uri)), WAIT, "diagnostics of the draft")
+        [slip] = [d for d in client.of(uri)[-1].diagnostics if "FULLWIDTH" in d.message]
+        actions = await asyncio.wait_for(client.text_document_code_action_async(types.CodeActionParams(
+            types.TextDocumentIdentifier(uri), slip.range, types.CodeActionContext([slip]))), WAIT)
+        edits = [e for a in actions or [] if isinstance(a, types.CodeAction) and a.edit and a.edit.changes
+                 for e in a.edit.changes.get(uri, [])]
+        assert edits and {e.new_text for e in edits} == {"schedule@1:6"}  # the quick fix and fix-all
+    finally:
+        assert await stop_server(client) == 0
