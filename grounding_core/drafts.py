@@ -793,11 +793,10 @@ def prose_text(fragment: str) -> str:
     ``[`` only loses its references (the inline parser is super-linear there). Code points in,
     code points out; positions are not kept.
     """
-    fragment = REF_RE.sub("", fragment)
     if _MARKUP.search(fragment) is None:
         return fragment
     if fragment.count("[") > MAX_INLINE_BRACKETS:
-        return fragment
+        return REF_RE.sub("", fragment)
     out: list[str] = []
     deleted = 0
 
@@ -815,7 +814,9 @@ def prose_text(fragment: str) -> str:
                     deleted = max(0, deleted - 1)
             elif deleted:
                 continue
-            elif token.type in ("text", "code_inline"):
+            elif token.type == "text":
+                out.append(REF_RE.sub("", token.content))
+            elif token.type == "code_inline":
                 out.append(token.content)
             elif token.type in ("softbreak", "hardbreak"):
                 out.append(" ")
