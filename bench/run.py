@@ -900,6 +900,56 @@ def render_images(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# ------------------------------------------------------- hostile drafts (issue 13 item 12)
+
+
+HOSTILE_ROWS: list[tuple[str, str, str]] = [
+    # (key, label, target)
+    ("flood", "draft line of 1 MB of `[^` (a defined reference at its end): parse", "<= 2 s"),
+    ("labels", "draft line of 1 MB of `[^a` U+3000 `b]` (166,666 invalid labels, each a finding): parse", ""),
+    ("growth", "`[^` run 0.5 MB -> 1 MB: parse time ratio", "<= 3x"),
+]
+"""Rows of the hostile-input table: ``grounding_core.drafts.parse_markdown`` in this process
+on generated drafts (best of three each)."""
+
+HOSTILE_DEFINITION = '\n\n[^1]: schedule@1:6 sha256:0123456789ab "- 活动时间：周四16:30"\n'
+
+
+def hostile_section() -> dict[str, Any]:
+    """Time the draft parser on runs of ``[^`` (quadratic in the reference regex before)."""
+    from grounding_core.drafts import parse_markdown
+
+    def best(text: str) -> float:
+        samples = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            parse_markdown(text)
+            samples.append(time.perf_counter() - t0)
+        return min(samples)
+
+    def line(unit: str, size: int) -> str:
+        return "活动时间是" + unit * (size // len(unit)) + "周四16:30[^1]。" + HOSTILE_DEFINITION
+
+    mb = 1_000_000
+    out: dict[str, Any] = {"flood_s": best(line("[^", mb)), "labels_s": best(line("[^a\u3000b]", mb))}
+    out["half_s"] = best(line("[^", mb // 2))
+    out["growth"] = out["flood_s"] / out["half_s"]
+    return out
+
+
+def render_hostile(r: dict[str, Any]) -> str:
+    def cell(key: str) -> str:
+        if "error" in r:
+            return "error"
+        if key == "growth":
+            return f"{fmt_s(r['half_s'])} -> {fmt_s(r['flood_s'])} ({r['growth']:.2f}x){mark(r['growth'] <= 3)}"
+        return fmt_s(r[f"{key}_s"]) + (mark(r[f"{key}_s"] <= 2) if key == "flood" else "")
+
+    lines = ["| hostile draft metric | target | value |", "|---|---|---|"]
+    lines += [f"| {label} | {target or '-'} | {cell(key)} |" for key, label, target in HOSTILE_ROWS]
+    return "\n".join(lines)
+
+
 # ------------------------------------------------------------------------------- main
 
 
@@ -973,6 +1023,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # report and keep going, as for a corpus
         images = {"error": f"{type(exc).__name__}: {exc}"[:600]}
         print(f"[bench] images: {images['error']}", file=sys.stderr, flush=True)
+    try:  # hostile drafts (issue 13 item 12): generated in memory
+        hostile = hostile_section()
+    except Exception as exc:  # report and keep going, as for a corpus
+        hostile = {"error": f"{type(exc).__name__}: {exc}"[:600]}
+        print(f"[bench] hostile: {hostile['error']}", file=sys.stderr, flush=True)
     elapsed = time.perf_counter() - started
     load_after = os.getloadavg()
 
@@ -997,12 +1052,14 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(render_images(images))
     print("images: " + json.dumps({k: images[k] for k in ("regions", "error") if k in images}))
+    print()
+    print(render_hostile(hostile))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"info": info, "results": [
             {"corpus": c.name, "files": c.files, "bytes": c.bytes, **r} for c, r in results],
-            "images": images}, ensure_ascii=False, indent=1, default=str))
-    return 1 if any("error" in r for _, r in results) or "error" in images else 0
+            "images": images, "hostile": hostile}, ensure_ascii=False, indent=1, default=str))
+    return 1 if any("error" in r for _, r in results) or "error" in images or "error" in hostile else 0
 
 
 if __name__ == "__main__":

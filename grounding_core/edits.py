@@ -32,8 +32,10 @@ from .drafts import REF_RE, SENTENCE_END, ParsedDraft, Sentence
 from .model import CitationRef, Edit, Finding, Span
 from .text import LINE_BREAK
 
-FIXABLE = ("stale-citation", "hash-mismatch", "quote-mismatch")
-"""Finding names whose core ``fix`` is safe to apply, in fix-all priority order."""
+FIXABLE = ("stale-citation", "hash-mismatch", "quote-mismatch", "malformed-citation")
+"""Finding names whose core ``fix`` is safe to apply, in fix-all priority order (a
+``malformed-citation`` carries a fix only for a mechanical slip, such as full-width ``＠``/``：``
+typed by an IME in the id)."""
 
 HASH_PREFIX = 12
 """Hex digits of the sha256 written into an inserted citation."""

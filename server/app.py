@@ -28,11 +28,14 @@ import logging
 import queue
 import threading
 from collections.abc import Generator, Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
+from cattrs import transform_error
 from lsprotocol import types
 from pygls.capabilities import ServerCapabilitiesBuilder
+from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.uris import from_fs_path
@@ -54,8 +57,12 @@ SERVER_NAME = "grounding"
 
 
 class GroundingProtocol(LanguageServerProtocol):
-    """pygls's protocol with our ``initialize``: SPEC §10 encoding and our document model;
-    and a writer that never blocks the event loop (:class:`QueuedWriter`).
+    """pygls's protocol with our ``initialize``, an answer for every request, and a writer
+    that never blocks the event loop.
+
+    ``initialize``: SPEC §10 encoding and our document model. Every request is answered,
+    also the ones pygls 2.1.1 drops (:meth:`structure_message`, :meth:`handle_message`).
+    Messages go out through a :class:`QueuedWriter` (:meth:`set_writer`).
     """
 
     _server: GroundingServer
@@ -105,6 +112,68 @@ class GroundingProtocol(LanguageServerProtocol):
         return types.InitializeResult(
             capabilities=self.server_capabilities, server_info=self.server_info
         )
+
+    # -- requests pygls 2.1.1 would leave unanswered (issue 13 item 15) ----------------
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        """The deserialiser of pygls, except that a *request* whose params do not deserialise
+        (a negative or 2**31 position, ``{}`` for a hover) becomes a
+        :class:`_UnreadableRequest`, answered ``InvalidParams`` by :meth:`handle_message`.
+
+        pygls raises from inside ``json.loads``'s object hook, so its reader loop logs the
+        error and the client waits for an answer forever. Notifications still raise (they get
+        no answer; the reader logs them).
+        """
+        try:
+            return super().structure_message(data)
+        except (JsonRpcInvalidParams, JsonRpcInternalError) as exc:
+            if "id" in data and "method" in data and isinstance(data["id"], (int, str)):
+                return _UnreadableRequest(data["id"], str(data["method"]), _reason(exc.__cause__ or exc))
+            raise
+
+    def handle_message(self, message: Any) -> None:
+        """Answer every request (LSP 3.17 "shutdown"; JSON-RPC 2.0 "InvalidParams").
+
+        - a request after ``shutdown``: error ``InvalidRequest`` (-32600); pygls drops it;
+        - a request whose params did not deserialise: error ``InvalidParams`` (-32602).
+        Everything else goes to pygls unchanged.
+        """
+        method = getattr(message, "method", None)
+        msg_id = getattr(message, "id", None)
+        if self._shutdown and method not in (None, types.EXIT) and isinstance(msg_id, (int, str)):
+            self._send_response(msg_id, error=types.ResponseError(
+                code=types.ErrorCodes.InvalidRequest,
+                message=f"{method}: the server is shutting down; no request is served after"
+                " 'shutdown' (send 'exit')"))
+            return
+        if isinstance(message, _UnreadableRequest):
+            logger.warning("request %r %s: params do not deserialise: %s", message.id,
+                           message.method, message.reason)
+            self._send_response(message.id, error=types.ResponseError(
+                code=types.ErrorCodes.InvalidParams,
+                message=f"{message.method}: invalid params ({message.reason})"))
+            return
+        super().handle_message(message)
+
+
+@dataclass(frozen=True, slots=True)
+class _UnreadableRequest:
+    """A request whose params did not deserialise (see :meth:`GroundingProtocol.structure_message`)."""
+
+    id: int | str
+    method: str
+    reason: str
+    jsonrpc: str = "2.0"
+
+
+def _reason(error: BaseException) -> str:
+    """What cattrs found wrong, e.g. ``expected int @ $.params.position.line`` (one line)."""
+    if isinstance(error, BaseExceptionGroup):
+        details = transform_error(error, path="$")
+        if details:
+            return "; ".join(details[:3])[:300]
+    text = str(error).strip().splitlines()
+    return (text[0] if text else type(error).__name__)[:300]
 
 
 class QueuedWriter:

@@ -7,6 +7,9 @@ the requested range:
   whose fix the core computed;
 * **quickfix "Re-anchor to DOC@V:L"** — a ``stale-citation`` (GR104) or ``hash-mismatch``
   (GR105) whose exact line still exists in the current version;
+* **quickfix for a mechanical citation slip** — a ``malformed-citation`` (GR101) whose fix
+  the core computed (an IME's full-width ``＠``/``：`` in the id: the same edit
+  ``grounding check --fix`` applies);
 * **quickfix "Cite DOC@V:L — LINE"** (up to :data:`MAX_CITATION_ACTIONS`) — an
   ``uncited-claim`` (GR110), candidates from ``grounding_core.candidates``;
 * **"Fix all Grounding citations in file"** — kind ``source.fixAll`` (for "fix on save") and
