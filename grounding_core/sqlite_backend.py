@@ -202,8 +202,7 @@ class SqliteBackend:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._local = threading.local()
-        self._lock = threading.Lock()
-        self._readers: list[sqlite3.Connection] = []
+        self._closed = False
         self.writer = self._connect(readonly=False)
         self.writer.execute("PRAGMA journal_mode=WAL")
 
@@ -217,23 +216,26 @@ class SqliteBackend:
         return conn
 
     def reader(self) -> sqlite3.Connection:
-        """The calling thread's read-only connection (opened on first use)."""
+        """The calling thread's read-only connection (opened on first use). Raises
+        ``sqlite3.ProgrammingError`` once the backend is closed.
+        """
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
+            if self._closed:
+                raise sqlite3.ProgrammingError("the index is closed")
             conn = self._connect(readonly=True)
             self._local.conn = conn
-            with self._lock:
-                self._readers.append(conn)
         return conn
 
     def close(self) -> None:
-        with self._lock:
-            readers, self._readers = self._readers, []
-        for conn in readers:
-            try:
-                conn.close()
-            except sqlite3.Error:
-                pass
+        """Close the writer connection; reader connections close when nothing uses them.
+
+        A reader connection may be running a query in another thread right now, and closing
+        a connection under a running statement crashes SQLite's Python binding: so the
+        readers are only dropped (the thread-local that holds them is replaced) and each is
+        closed by its deallocation, once its last statement has finished.
+        """
+        self._closed = True
         self.writer.close()
         self._local = threading.local()
         if self._temp_dir is not None:
