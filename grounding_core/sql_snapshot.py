@@ -58,6 +58,12 @@ PUNCTUATION = VALUE_TRAILING_PUNCTUATION
 TOP = "\U0010ffff"
 
 
+MAX_SEARCH_TERMS = 64
+"""Distinct whitespace-separated terms a search uses (the rest are ignored)."""
+MAX_SEARCH_GRAMS = 256
+"""Distinct trigrams an ``any_term`` search ORs together (FTS5 expression depth stays bounded)."""
+
+
 def sql_text(text: str) -> str | None:
     """``text`` when it can reach SQL; None when it holds NUL or a lone surrogate, which no
     indexed string holds (evidence with NUL is unreadable; indexed text is valid UTF-8).
@@ -421,7 +427,7 @@ class SqlSnapshot(IndexSnapshot):
                 " FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
                 f" WHERE {self.KEY_WHERE} AND {active}"
                 ") AS ranked WHERE rn <= ? ORDER BY doc_id, version, line",
-                (*stored, *params, per_value))
+                (*stored, *params, max(per_value, 1)))  # one row per value at least: its spelling
             subject, name = key
             groups: dict[str, tuple[str, int, list[KeyedLine]]] = {}
             for r in rows:
@@ -433,7 +439,7 @@ class SqlSnapshot(IndexSnapshot):
                 else:
                     group[2].append(kl)
             summary = _Summary(sum(g[1] for g in groups.values()),
-                               tuple((norm, g[0], g[1], tuple(g[2])) for norm, g in groups.items()))
+                               tuple((norm, g[0], g[1], tuple(g[2][:per_value])) for norm, g in groups.items()))
         _put(self._caches.summaries, cache_key, summary)
         return summary
 
@@ -716,11 +722,14 @@ class SqlSnapshot(IndexSnapshot):
         spaces). Terms shorter than 3 code points cannot use the trigram index; when every
         term is that short the search falls back to a substring scan (``instr``). Any text
         is a safe query: terms are FTS5 string literals (quotes, ``*``, ``NEAR(``, column
-        filters are searched literally); NUL and lone surrogates separate terms. ``rank`` is
+        filters are searched literally); NUL and lone surrogates separate terms; repeated terms
+        count once and only the first ``MAX_SEARCH_TERMS`` distinct terms (``any_term``: the
+        first ``MAX_SEARCH_GRAMS`` distinct trigrams of the query) are searched, so a
+        query of any size is one bounded FTS5 expression. ``rank`` is
         bm25 (lower is better; its statistics include every content ever indexed).
         While :attr:`search_complete` is False, lines of contents still queued are missed.
         """
-        terms = [t for t in search_text(query).split() if t]
+        terms = list(dict.fromkeys(t for t in search_text(query).split() if t))[:MAX_SEARCH_TERMS]
         if not terms:
             return []
         long_terms = [t for t in terms if len(t) >= 3]
@@ -732,7 +741,8 @@ class SqlSnapshot(IndexSnapshot):
         rows = []
         if long_terms and (any_term or not short_terms):
             if any_term:
-                phrases = sorted({t[i:i + 3] for t in long_terms for i in range(len(t) - 2)})
+                seen = dict.fromkeys(t[i:i + 3] for t in long_terms for i in range(len(t) - 2))
+                phrases = sorted(list(seen)[:MAX_SEARCH_GRAMS])
             else:
                 phrases = long_terms
             rows.extend(backend.fts_match(conn, phrases, any_term, active, params, limit))

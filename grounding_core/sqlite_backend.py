@@ -210,15 +210,9 @@ class SqliteBackend:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._local = threading.local()
-        self._lock = threading.Lock()
-        self._readers: list[sqlite3.Connection] = []
-        self._writer = self._connect(readonly=False)
-        self._writer.execute("PRAGMA journal_mode=WAL")
-
-    @property
-    def writer(self) -> sqlite3.Connection:
-        """The one writer connection (used under the store's lock)."""
-        return self._writer
+        self._closed = False
+        self.writer = self._connect(readonly=False)
+        self.writer.execute("PRAGMA journal_mode=WAL")
 
     def _connect(self, readonly: bool) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
@@ -230,24 +224,27 @@ class SqliteBackend:
         return conn
 
     def reader(self) -> sqlite3.Connection:
-        """The calling thread's read-only connection (opened on first use)."""
+        """The calling thread's read-only connection (opened on first use). Raises
+        ``sqlite3.ProgrammingError`` once the backend is closed.
+        """
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
+            if self._closed:
+                raise sqlite3.ProgrammingError("the index is closed")
             conn = self._connect(readonly=True)
             self._local.conn = conn
-            with self._lock:
-                self._readers.append(conn)
         return conn
 
     def close(self) -> None:
-        with self._lock:
-            readers, self._readers = self._readers, []
-        for conn in readers:
-            try:
-                conn.close()
-            except sqlite3.Error:
-                pass
-        self._writer.close()
+        """Close the writer connection; reader connections close when nothing uses them.
+
+        A reader connection may be running a query in another thread right now, and closing
+        a connection under a running statement crashes SQLite's Python binding: so the
+        readers are only dropped (the thread-local that holds them is replaced) and each is
+        closed by its deallocation, once its last statement has finished.
+        """
+        self._closed = True
+        self.writer.close()
         self._local = threading.local()
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
@@ -302,7 +299,7 @@ class SqliteBackend:
         """``BEGIN IMMEDIATE`` on the writer: other writers (processes) wait up to 30 s (every
         write is exclusive in SQLite).
         """
-        conn = self._writer
+        conn = self.writer
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
@@ -340,11 +337,12 @@ class SqliteBackend:
 
     def wait_for_events(self, known: int, timeout: float) -> int | None:
         """Polls the log's length every :data:`POLL_SECONDS` (another process, such as
-        ``grounding index``, may append to the same file); the new count or None.
+        ``grounding index``, may append to the same file); the new count or None (at once
+        once the backend is closed).
         """
         deadline = time.monotonic() + timeout
         conn = self.reader()
-        while True:
+        while not self._closed:
             count = int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
             if count > known:
                 return count
@@ -352,6 +350,7 @@ class SqliteBackend:
             if left <= 0:
                 return None
             time.sleep(min(POLL_SECONDS, left))
+        return None
 
     # -- SQLite-only lookups -------------------------------------------------------------------
 

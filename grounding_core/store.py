@@ -101,6 +101,20 @@ class ScanResult:
         return self.snapshot
 
 
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """One event as ``grounding log`` shows it: no text. ``recorded_at`` is UTC ISO 8601."""
+
+    seq: int
+    kind: str
+    doc_id: str
+    version: int
+    sha256: str
+    path: str
+    reason: str
+    recorded_at: str
+
+
 class Store:
     """One index database (SPEC §4); see the module docstring.
 
@@ -244,6 +258,20 @@ class Store:
             return {"backend": "sqlite", "location": self.location, "role": "local"}
         holds = bool(getattr(self.backend, "holds_writer_lock", False))
         return {"backend": "postgresql", "location": self.location, "role": "writer" if holds else "reader"}
+
+    def log_entries(self, doc_id: str | None = None) -> list[LogEntry]:
+        """The log's events without their texts, in seq order (``grounding log``; SPEC §9).
+
+        ``doc_id`` keeps only that document's events. Corpus-wide: for the CLI, not hot paths.
+        """
+        sql = "SELECT seq, kind, doc_id, version, sha256, path, reason, recorded_at FROM events"
+        args: tuple[str, ...] = ()
+        if doc_id is not None:
+            sql += " WHERE doc_id = ?"
+            args = (doc_id,)
+        rows = self.backend.reader().execute(sql + " ORDER BY seq", args).fetchall()
+        return [LogEntry(int(r[0]), str(r[1]), str(r[2]), int(r[3]), str(r[4]), str(r[5]), str(r[6]),
+                         str(r[7])) for r in rows]
 
     def snapshot(self, at: int | None = None) -> SqlSnapshot:
         """A frozen :class:`~grounding_core.index.IndexSnapshot` of ``replay(at)`` (default:

@@ -17,7 +17,6 @@ from .drafts import ContextSpec, ParsedDraft, draft_kind, parse_draft
 from .index import IndexSnapshot
 from .model import DraftReport, Finding, Span
 from .store import IndexError_, ProgressCallback, ScanResult, Store
-from .text import shorten
 from .verify import CompileQuery, Visibility, check_draft
 
 SKIP_DIRS = (".git", ".grounding", "node_modules")
@@ -167,12 +166,7 @@ class Workspace:
             return _unreadable_report(rel_path, f"cannot read the draft: {reason}")
         if text.startswith("\ufeff"):
             text = text[1:]
-        try:
-            return self.check_text(rel_path, text, state, today, count_output=count_output)
-        except Exception as exc:  # noqa: BLE001  (one draft's failure never hides the others)
-            return _unreadable_report(
-                rel_path, f"Grounding could not check this draft ({type(exc).__name__}: {shorten(str(exc))});"
-                " this is a bug in Grounding, please report it", "The other drafts were checked.")
+        return self.check_text(rel_path, text, state, today, count_output=count_output)
 
     def check_all(self, paths: Iterable[str] | None = None, state: IndexSnapshot | None = None,
                   today: dt.date | None = None) -> list[DraftReport]:

@@ -1,6 +1,7 @@
 """``grounding``: the command line (SPEC §9).
 
-Commands: ``check`` (the CI job), ``index``, ``conflicts``, ``context``, ``answer``, ``lsp``.
+Commands: ``check`` (the CI job), ``index``, ``conflicts``, ``context``, ``answer``, ``cite``,
+``schema``, ``mcp``, ``lsp``.
 Exit status: 0 no error-severity finding, 1 some, 2 usage or configuration error.
 Columns printed are 1-based code points, ``end_column`` exclusive.
 """
@@ -10,17 +11,21 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from grounding_core.config import ConfigError
-from grounding_core.model import DraftReport, Finding, Severity
+from grounding_core.config import ConfigError, find_workspace_root
+from grounding_core.model import FIRST_LINE, DraftReport, Finding, Severity, Status
 from grounding_core.store import IndexError_, ScanResult
+from grounding_core.text import shorten
 from grounding_core.workspace import Workspace
 
-from . import sarif
+from ..report import finding_json, fingerprint_map, report_json
+from . import baseline, cite, pipelines, sarif
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
@@ -71,7 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--root", type=Path, default=Path.cwd(), help="workspace root (default: cwd)")
+        p.add_argument("--root", type=Path, default=None,
+                       help="workspace root (default: the nearest folder at or above the current one"
+                       " holding grounding.toml, else the current folder)")
         p.add_argument("--evidence", help="evidence folder, relative to the root (overrides grounding.toml)")
         p.add_argument("--today", type=_date, help="pin today's date (YYYY-MM-DD) for activity checks")
 
@@ -81,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--format", choices=("text", "json", "sarif"), default="text")
     check.add_argument("--fix", action="store_true", help="apply safe fixes (quote, re-anchor) to the drafts")
     check.add_argument("--at", type=int, metavar="N", help="check against the index after its first N events")
-    check.set_defaults(run=cmd_check)
+    _pipeline_check_options(check)
 
     index = sub.add_parser("index", help="update the index and print a summary")
     common(index)
@@ -115,6 +122,14 @@ def _parser() -> argparse.ArgumentParser:
     answer.add_argument("--format", choices=("md", "json"), default="md")
     answer.set_defaults(run=cmd_answer)
 
+    log = sub.add_parser("log", help="list the index's events (seq, kind, doc_id, version, path, time) for --at N")
+    common(log)
+    log.add_argument("--doc", metavar="DOC_ID", help="only this document's events")
+    log.add_argument("--format", choices=("text", "json"), default="text")
+    log.set_defaults(run=cmd_log)
+
+    _pipeline_commands(sub, common)
+
     lsp = sub.add_parser("lsp", help="run the language server on stdio")
     lsp.set_defaults(run=cmd_lsp)
     return parser
@@ -129,7 +144,7 @@ def _date(text: str) -> dt.date:
 
 def open_workspace(args: argparse.Namespace) -> Workspace:
     """Open the workspace named by ``--root``/``--evidence``/``--today``; UsageError if unusable."""
-    root: Path = args.root
+    root: Path = args.root if args.root is not None else find_workspace_root(Path.cwd())
     if not root.is_dir():
         raise UsageError(f"--root {root}: not a folder")
     overrides: dict[str, Any] = {}
@@ -192,16 +207,19 @@ def cmd_check(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     paths = _draft_paths(ws, args.paths)
-    reports = ws.check_all(paths, snapshot)
+    reports = [_check_one(ws, path, snapshot) for path in (paths or ws.discover_drafts())]
     if args.fix:
         reports = _apply_fixes(ws, reports, snapshot)
     display = _evidence_display(ws)
     # text output names only files with findings; JSON and SARIF list every evidence file
     evidence = {display(p): fs for p, fs in sorted(scan.evidence.items()) if fs or args.format != "text"}
+    fingerprints = fingerprint_map(ws.config.root, reports, evidence)
+    reports, evidence = _apply_baseline(args, reports, evidence, fingerprints)
     if args.format == "json":
-        print(json.dumps(report_json(reports, evidence), ensure_ascii=False, indent=1))
+        print(json.dumps(report_json(reports, evidence, fingerprints), ensure_ascii=False, indent=1))
     elif args.format == "sarif":
-        print(json.dumps(sarif.report(reports, evidence, ws.config.root), ensure_ascii=False, indent=1))
+        print(json.dumps(sarif.report(reports, evidence, ws.config.root, fingerprints), ensure_ascii=False,
+                         indent=1))
     else:
         print_text(reports, evidence)
     errors = sum(r.error_count for r in reports) + sum(
@@ -246,66 +264,73 @@ def _draft_paths(ws: Workspace, paths: list[Path]) -> list[str] | None:
     return out
 
 
-def _apply_fixes(ws: Workspace, reports: list[DraftReport], state: Any) -> list[DraftReport]:
-    """Apply every finding's safe fix (quote replacement, re-anchor) and re-check (SPEC §10).
-
-    Spans are in the text :meth:`Workspace.check_file` saw, which has no BOM; a draft's BOM
-    is set aside while editing and written back. Line ends are kept as they are.
+def _check_one(ws: Workspace, rel_path: str, state: Any) -> DraftReport:
+    """Check one draft; an unexpected exception becomes a finding on that draft (issue 13
+    item 10), so one bad draft never hides the others and never prints a traceback on stdout
+    (exit status 2 stays for usage errors). The traceback goes to stderr only when
+    ``GROUNDING_DEBUG`` is set.
     """
-    from grounding_core.fixes import apply_edits
+    try:
+        return ws.check_file(rel_path, state)
+    except Exception as exc:  # a bug, not bad input: report it on the draft and go on
+        if os.environ.get("GROUNDING_DEBUG"):
+            traceback.print_exc(file=sys.stderr)
+        print(f"grounding: internal error while checking {rel_path}: {type(exc).__name__}"
+              " (set GROUNDING_DEBUG=1 for the traceback)", file=sys.stderr)
+        return internal_error_report(rel_path, exc)
+
+
+def internal_error_report(rel_path: str, exc: BaseException) -> DraftReport:
+    """The report of a draft whose check raised: one ``malformed-citation`` error at 1:1.
+
+    GR101 because the draft could not be verified (it fails closed: its status is
+    ``abstain``); the message names the exception so the writer can report it.
+    """
+    detail = shorten(str(exc).splitlines()[0] if str(exc) else "", 120)
+    return DraftReport(
+        path=rel_path, status=Status.ABSTAIN, required_fields=[], covered_fields=[],
+        missing_fields=[], field_completeness=False, coverage=0.0, same_key_sources_checked=0,
+        findings=[Finding(
+            "malformed-citation", FIRST_LINE,
+            f"Grounding could not check this draft: internal error {type(exc).__name__}"
+            + (f" ({detail})" if detail else "") + "; nothing in it counts as verified",
+            hint="This is a bug in Grounding, not in the draft: please report it with the draft."
+            " The other drafts were checked.",
+        )],
+    )
+
+
+def _apply_fixes(ws: Workspace, reports: list[DraftReport], state: Any) -> list[DraftReport]:
+    """Apply every finding's safe fix (quote replacement, re-anchor, IME slip) and re-check.
+
+    SPEC §10 safe fixes. Spans are in the text :meth:`Workspace.check_file` saw, which has
+    no BOM; a draft's BOM is set aside while editing and written back. Line ends are kept as
+    they are. Each draft is written atomically (:func:`grounding_core.fixes.write_atomic`);
+    a draft that is, or links to, an evidence file is never written (a message on stderr,
+    the report stands).
+    """
+    from grounding_core.fixes import UnsafeWrite, apply_edits, check_draft_write, write_atomic
 
     out: list[DraftReport] = []
     for report in reports:
         edits = [f.fix for f in report.findings if f.fix is not None]
         if edits:
-            path = ws.config.root / report.path
-            text = path.read_bytes().decode("utf-8")
-            bom = "\ufeff" if text.startswith("\ufeff") else ""
-            path.write_bytes((bom + apply_edits(text[len(bom):], edits)).encode("utf-8"))
+            try:
+                path = check_draft_write(ws.config.root / report.path, ws.config.evidence_root)
+                text = path.read_bytes().decode("utf-8")
+                bom = "\ufeff" if text.startswith("\ufeff") else ""
+                write_atomic(path, (bom + apply_edits(text[len(bom):], edits)).encode("utf-8"))
+            except (UnsafeWrite, OSError, UnicodeDecodeError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                print(f"grounding: not fixing {report.path}: {reason}", file=sys.stderr)
+                out.append(report)
+                continue
             for edit in edits:
                 print(f"grounding: fixed {report.path}:{edit.span.start_line + 1}: {edit.title}",
                       file=sys.stderr)
-            report = ws.check_file(report.path, state)
+            report = _check_one(ws, report.path, state)
         out.append(report)
     return out
-
-
-def finding_json(f: Finding) -> dict[str, Any]:
-    """SPEC §9 diagnostic object (1-based line/column, code points, end exclusive)."""
-    out: dict[str, Any] = {
-        "code": f.code, "name": f.name, "severity": f.effective_severity.value,
-        "line": f.span.start_line + 1, "column": f.span.start_col + 1,
-        "end_line": f.span.end_line + 1, "end_column": f.span.end_col + 1,
-        "message": f.message,
-    }
-    if f.hint:
-        out["hint"] = f.hint
-    if f.citation:
-        out["citation"] = f.citation
-    if f.related:
-        out["related"] = [{"path": r.path, "line": r.line, **({"message": r.message} if r.message else {})}
-                          for r in f.related]
-    if f.fix:
-        out["fix"] = {"title": f.fix.title, "new_text": f.fix.new_text}
-    return out
-
-
-def report_json(reports: list[DraftReport], evidence: dict[str, list[Finding]]) -> dict[str, Any]:
-    return {
-        "drafts": [
-            {
-                "path": r.path, "status": r.status.value, "required_fields": r.required_fields,
-                "covered_fields": r.covered_fields, "missing_fields": r.missing_fields,
-                "field_completeness": r.field_completeness, "coverage": r.coverage,
-                "same_key_sources_checked": r.same_key_sources_checked,
-                **({"output_tokens": r.output_tokens, "output_reserve": r.output_reserve}
-                   if r.output_tokens is not None else {}),
-                "diagnostics": [finding_json(f) for f in r.findings],
-            }
-            for r in reports
-        ],
-        "evidence": [{"path": p, "diagnostics": [finding_json(f) for f in fs]} for p, fs in evidence.items()],
-    }
 
 
 def print_text(reports: list[DraftReport], evidence: dict[str, list[Finding]]) -> None:
@@ -319,14 +344,88 @@ def print_text(reports: list[DraftReport], evidence: dict[str, list[Finding]]) -
             if f.hint:
                 print(f"    hint: {f.hint}")
     for r in reports:
-        print(f"{r.path}: {r.status.value}; required {_list(r.required_fields)}, covered "
-              f"{_list(r.covered_fields)}, missing {_list(r.missing_fields)}; coverage {r.coverage:.2f}")
+        print(summary_line(r))
     print(f"{len(reports)} draft(s): {counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s),"
           f" {counts[Severity.INFORMATION]} information")
 
 
+def summary_line(r: DraftReport) -> str:
+    """One line per draft: status and finding counts first, then fields and coverage (§7.5).
+
+    Coverage is only shown when the draft requires fields; with no active line carrying a
+    required field it is 1.00 by definition, and the line says so instead of looking like success.
+    """
+    counts = {s: 0 for s in Severity}
+    for f in r.findings:
+        counts[f.effective_severity] += 1
+    found = ", ".join(f"{n} {label}" for n, label in (
+        (counts[Severity.ERROR], "error(s)"), (counts[Severity.WARNING], "warning(s)")) if n) or "no problems"
+    line = f"{r.path}: {r.status.value} ({found})"
+    if not r.required_fields:
+        return line + "; no required fields"
+    line += (f"; required {_list(r.required_fields)}, covered {_list(r.covered_fields)},"
+             f" missing {_list(r.missing_fields)}")
+    if r.coverage == 1.0 and r.missing_fields:
+        return line + "; coverage 1.00 only because no active line carries a missing field"
+    return line + f"; coverage {r.coverage:.2f}"
+
+
 def _list(items: list[str]) -> str:
     return "[" + ", ".join(items) + "]"
+
+
+# -- pipelines: check --baseline/--drafts-only, cite, schema, mcp (SPEC §9, §14) ----------------
+
+
+def _pipeline_check_options(check: argparse.ArgumentParser) -> None:
+    check.add_argument("--baseline", type=Path, metavar="FILE",
+                       help="report only findings not in FILE (an earlier --format sarif or json report)")
+    check.add_argument("--drafts-only", action="store_true",
+                       help="check only the given paths that are drafts by the configured globs (pre-commit)")
+    check.set_defaults(run=cmd_check_paths)
+
+
+def cmd_check_paths(args: argparse.Namespace) -> int:
+    """``check``, with ``--drafts-only`` narrowing the paths first (none left: nothing to check)."""
+    if args.drafts_only and args.paths:
+        if not pipelines.workspace_root(args).is_dir():
+            raise UsageError(f"--root {args.root}: not a folder")
+        kept = pipelines.drafts_only(args)
+        if kept is None:
+            print(f"grounding: no drafts among the {len(args.paths)} path(s) given; nothing to check",
+                  file=sys.stderr)
+            return EXIT_OK
+        args.paths = kept
+    return cmd_check(args)
+
+
+def _apply_baseline(args: argparse.Namespace, reports: list[DraftReport], evidence: dict[str, list[Finding]],
+                    fingerprints: dict[int, str]) -> tuple[list[DraftReport], dict[str, list[Finding]]]:
+    if getattr(args, "baseline", None) is None:
+        return reports, evidence
+    try:
+        known = baseline.load(args.baseline)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    reports, evidence, hidden = baseline.apply(known, reports, evidence, fingerprints)
+    print(f"grounding: baseline {args.baseline}: {hidden} known finding(s) not reported", file=sys.stderr)
+    return reports, evidence
+
+
+def _pipeline_commands(sub: Any, common: Any) -> None:
+    cite.add_parser(sub, common)
+    sub.choices["cite"].set_defaults(run=cmd_cite)
+    pipelines.add_schema_parser(sub)
+    mcp = sub.add_parser("mcp", help="serve the MCP tools (check_answer, cite, search_evidence, compile_context)"
+                         " on stdio")
+    common(mcp)
+    mcp.set_defaults(run=pipelines.cmd_mcp)
+
+
+def cmd_cite(args: argparse.Namespace) -> int:
+    if args.target is None and args.grep is None:
+        raise UsageError("give PATH:LINE, DOC_ID[@VERSION][:LINE], DOC_ID --grep TEXT or --grep TEXT")
+    return cite.run(args, open_workspace(args))
 
 
 # -- index / conflicts -------------------------------------------------------------------------
@@ -337,6 +436,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         return cmd_index_to(args)
     ws = open_workspace(args)
     scan = _scan(ws, sys.stderr.isatty() and args.format == "text")
+    ws.store.build_fts()  # `grounding index` leaves a complete index: full-text rows included
     snapshot = scan.snapshot
     today = ws.today()
     stats = snapshot.stats(today)
@@ -425,6 +525,31 @@ def cmd_index_to(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_log(args: argparse.Namespace) -> int:
+    """``grounding log``: every event (SPEC §4, §9), so ``check --at N`` can be chosen.
+
+    Scans first (like every command), so the log is up to date with the evidence folder.
+    """
+    ws = open_workspace(args)
+    ws.scan()
+    entries = ws.store.log_entries(args.doc)
+    if args.format == "json":
+        print(json.dumps([{"seq": e.seq, "kind": e.kind, "doc_id": e.doc_id, "version": e.version,
+                           "sha256": e.sha256, "path": ws.config.evidence_display(e.path) if e.path else "",
+                           "reason": e.reason, "recorded_at": e.recorded_at} for e in entries],
+                         ensure_ascii=False, indent=1))
+        return EXIT_OK
+    for e in entries:
+        where = ws.config.evidence_display(e.path) if e.path else ""
+        detail = f" sha256:{e.sha256[:12]} {where}" if e.kind == "import" else f" ({e.reason})"
+        print(f"{e.seq:>6}  {e.recorded_at}  {e.kind:<6}  {e.doc_id}@{e.version}{detail}")
+    if not entries:
+        print("the event log is empty" + (f" for {args.doc!r}" if args.doc else ""))
+    else:
+        print(f"{len(entries)} event(s); `grounding check --at N` checks against the state after event N")
+    return EXIT_OK
+
+
 def cmd_conflicts(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
     snapshot = ws.scan().snapshot
@@ -468,5 +593,4 @@ def cmd_answer(args: argparse.Namespace) -> int:
 def cmd_lsp(args: argparse.Namespace) -> int:
     from server.app import serve_stdio
 
-    serve_stdio()
-    return EXIT_OK
+    return serve_stdio()  # the LSP exit code: 0 after shutdown + exit, 1 otherwise
