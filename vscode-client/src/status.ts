@@ -1,5 +1,15 @@
 import * as vscode from 'vscode';
 
+/** Where the server's index lives (`index` of `grounding/status`). */
+export interface IndexInfo {
+  backend: string;
+  location: string;
+  /** `local` (SQLite), `writer` or `reader` (a team's shared PostgreSQL index). */
+  role: string;
+  /** Set when the shared index could not be reached and the local SQLite index serves instead. */
+  fallback: string | null;
+}
+
 /** Params of the server's `grounding/status` notification. */
 export interface DraftStatus {
   uri: string;
@@ -11,6 +21,7 @@ export interface DraftStatus {
   reserve: number | null;
   errors: number;
   warnings: number;
+  index: IndexInfo | null;
 }
 
 /** `grounding/status` with `status: null`: the document is open but is not a draft. */
@@ -30,6 +41,22 @@ const ICONS: Record<string, string> = {
 
 function isNumber(value: unknown): value is number {
   return typeof value === 'number' && Number.isFinite(value);
+}
+
+function parseIndex(raw: unknown): IndexInfo | null {
+  if (typeof raw !== 'object' || raw === null) {
+    return null;
+  }
+  const p = raw as Record<string, unknown>;
+  if (typeof p.backend !== 'string' || typeof p.location !== 'string' || typeof p.role !== 'string') {
+    return null;
+  }
+  return {
+    backend: p.backend,
+    location: p.location,
+    role: p.role,
+    fallback: typeof p.fallback === 'string' && p.fallback !== '' ? p.fallback : null,
+  };
 }
 
 /** Accepts only well-formed params; anything else is ignored rather than shown wrong. */
@@ -56,6 +83,7 @@ export function parseStatus(raw: unknown): DraftStatus | NotADraft | undefined {
     reserve: opt('reserve'),
     errors: num('errors'),
     warnings: num('warnings'),
+    index: parseIndex(p.index),
   };
 }
 
@@ -161,11 +189,15 @@ export class StatusBar implements vscode.Disposable {
     if (status.outputTokens !== null) {
       parts.push(status.reserve !== null ? `${status.outputTokens}/${status.reserve} tok` : `${status.outputTokens} tok`);
     }
+    const fallback = status.index?.fallback ?? null;
+    if (fallback !== null) {
+      parts.push('$(database) local index');
+    }
     item.text = parts.join(' · ');
     const over = status.outputTokens !== null && status.reserve !== null && status.outputTokens > status.reserve;
     if (status.status === 'conflict' || over || status.errors > 0) {
       item.backgroundColor = new vscode.ThemeColor('statusBarItem.errorBackground');
-    } else if (status.status !== 'answered' || status.warnings > 0) {
+    } else if (status.status !== 'answered' || status.warnings > 0 || fallback !== null) {
       item.backgroundColor = new vscode.ThemeColor('statusBarItem.warningBackground');
     }
     const tooltip = new vscode.MarkdownString();
@@ -175,14 +207,27 @@ export class StatusBar implements vscode.Disposable {
     const tokens = status.outputTokens === null ? 'n/a' : String(status.outputTokens);
     const reserve = status.reserve === null ? 'none declared' : String(status.reserve);
     tooltip.appendMarkdown(`- output tokens: ${tokens} (reserve: ${reserve})\n`);
-    tooltip.appendMarkdown(`- problems: ${status.errors} errors, ${status.warnings} warnings\n\n`);
+    tooltip.appendMarkdown(`- problems: ${status.errors} errors, ${status.warnings} warnings\n`);
+    if (status.index !== null) {
+      tooltip.appendMarkdown('- index: ');
+      if (fallback !== null) {
+        tooltip.appendText(`the local ${status.index.location} (the shared index is unreachable: ${fallback})`);
+      } else {
+        tooltip.appendText(status.index.backend === 'postgresql'
+          ? `shared ${status.index.location} (${status.index.role})`
+          : status.index.location);
+      }
+      tooltip.appendMarkdown('\n');
+    }
+    tooltip.appendMarkdown('\n');
     tooltip.appendMarkdown('Click to open the Problems panel.');
     item.tooltip = tooltip;
     item.command = 'workbench.actions.view.problems';
     item.accessibilityInformation = {
       label:
         `Grounding status: ${status.status}, ${status.validClaims} of ${status.claims} claims valid, ` +
-        `${status.conflicts} conflicts, output tokens ${tokens} of reserve ${reserve}`,
+        `${status.conflicts} conflicts, output tokens ${tokens} of reserve ${reserve}` +
+        (fallback !== null ? ', on the local index: the shared index is unreachable' : ''),
     };
     item.show();
   }
