@@ -14,7 +14,10 @@ Decisions where SPEC §5.1/§10 are silent:
 * **The new label** is one more than the largest numeric label used anywhere in the draft
   (references and definitions), so footnotes stay in reading order.
 * **The definition line** ``[^N]: ID sha256:HEX12 "LINE"`` goes at the end of the document,
-  after a blank line unless the last line is blank or already a definition.
+  after a blank line unless the last line is blank or already a definition. Inserted text
+  starts at the end of the last line (a final line break stays the last character), never
+  on a line past the end: editors that keep lines, not characters (Neovim), otherwise leave
+  an empty last line behind.
 * **Fix all** applies the core's fixes like ``grounding check --fix`` (non-overlapping, the
   first wins) but orders edits that start at the same place deterministically: a re-anchor
   (which also rewrites the quote) before a quote replacement.
@@ -101,20 +104,18 @@ def citation_edits(text: str, lines: Sequence[str], sentence_span: Span, citatio
         col -= 1
     ref_at = (sentence_span.end_line, col)
     eol = _eol(text)
-    ends_with_break = bool(text) and text[-1] in "\r\n"
     definition = definition_line(label, citation, sha256, line_text)
     if not lines:
         end = (0, 0)
         block = definition + eol
     else:
+        # At the end of the last line (before a final line break, which stays last), never on
+        # the line after it: an editor holding "a\nb\n" as the lines [a, b] appends a line
+        # for a position past its last one and keeps an empty line at the end (Neovim 0.11).
         last = lines[-1]
         blank_first = bool(last.strip()) and _DEFINITION_START.match(last) is None
-        if ends_with_break:
-            end = (len(lines), 0)
-            block = (eol if blank_first else "") + definition + eol
-        else:
-            end = (len(lines) - 1, len(last))
-            block = eol + (eol if blank_first else "") + definition
+        end = (len(lines) - 1, len(last))
+        block = eol + (eol if blank_first else "") + definition
     reference = f"[^{label}]"
     if ref_at == end:
         return [Edit(Span(*end, *end), reference + block, title)], label
@@ -166,12 +167,12 @@ def append_answer(text: str, lines: Sequence[str], markdown: str) -> Edit:
         renumbered.pop()
     while renumbered and not renumbered[0].strip():
         renumbered.pop(0)
-    block = eol.join(renumbered) + eol
     ends_with_break = text[-1] in "\r\n"
     last = lines[-1] if lines else ""
-    lead = ("" if ends_with_break else eol) + (eol if last.strip() else "")
-    at = (len(lines), 0) if ends_with_break else (len(lines) - 1, len(last))
-    return Edit(Span(*at, *at), lead + block, title)
+    # Inserted at the end of the last line, before a final line break (see citation_edits).
+    block = eol + (eol if last.strip() else "") + eol.join(renumbered) + ("" if ends_with_break else eol)
+    at = (max(len(lines) - 1, 0), len(last))
+    return Edit(Span(*at, *at), block, title)
 
 
 def _eol(text: str) -> str:

@@ -304,6 +304,9 @@ class PyglsClient:
     async def refresh_code_lenses(self) -> None:
         await self.server.workspace_code_lens_refresh_async(None)
 
+    async def refresh_inlay_hints(self) -> None:
+        await self.server.workspace_inlay_hint_refresh_async(None)
+
     async def create_progress(self, token: str) -> None:
         await self.server.work_done_progress.create_async(token)
 

@@ -12,9 +12,11 @@ the requested range:
   ``grounding check --fix`` applies);
 * **quickfix "Cite DOC@V:L — LINE"** (up to :data:`MAX_CITATION_ACTIONS`) — an
   ``uncited-claim`` (GR110), candidates from ``grounding_core.candidates``;
-* **"Fix all Grounding citations in file"** — kind ``source.fixAll`` (for "fix on save") and
-  also as a quickfix next to any fixable finding: every safe fix at once
-  (``grounding_core.edits.fix_all_edits``).
+* **"Fix all Grounding citations in file"** — every safe fix at once
+  (``grounding_core.edits.fix_all_edits``), once per menu: as a quickfix next to a fixable
+  finding when the request names no kinds (the editor's quick-fix menu), and as kind
+  ``source.fixAll`` only when the request asks for source actions (``only``: "fix on save",
+  the Source Action menu). A menu never lists it twice.
 
 Every action carries a ``WorkspaceEdit`` converted against the lines of the snapshot the
 result was computed for; with ``documentChanges`` support it names that document version, so
@@ -103,7 +105,7 @@ def code_actions(result: DraftResult, view: IndexView, request: _Request) -> lis
         edit = workspace_edit(result, all_edits, request.document_changes)
         if touched_fixable and _kind_allowed(quickfix, request.only):
             actions.append(types.CodeAction(title=FIX_ALL_TITLE, kind=types.CodeActionKind.QuickFix, edit=edit))
-        if _kind_allowed(fix_all_kind, request.only):
+        if request.only and _kind_allowed(fix_all_kind, request.only):
             actions.append(types.CodeAction(title=FIX_ALL_TITLE, kind=types.CodeActionKind.SourceFixAll, edit=edit))
     return actions
 

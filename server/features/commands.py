@@ -208,7 +208,7 @@ async def draft_answer(session: Session, *args: Any) -> dict[str, Any]:
     out["markdown"] = inserted.new_text
     if out["applied"]:
         n = len(out["claims"])
-        out["message"] = f"Inserted a {out['status']} answer with {n} claim{'' if n == 1 else 's'}."
+        out["message"] = f"Inserted an answer (status: {out['status']}) with {n} claim{'' if n == 1 else 's'}."
     return out
 
 

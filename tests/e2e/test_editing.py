@@ -574,6 +574,7 @@ async def test_draft_answer_command_returns_or_inserts_a_verified_answer(
     mark = recorder.mark()
     inserted = await execute(client, "grounding.draftAnswer", [{**request, "uri": blank.uri}])
     assert inserted["applied"] is True
+    assert inserted["message"] == "Inserted an answer (status: answered) with 1 claim."
     params = await recorder.wait_for(lambda m, p: m == types.WORKSPACE_APPLY_EDIT, mark)
     blank.apply(params.edit)
     assert blank.text == returned["markdown"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import stat
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -161,8 +162,20 @@ def test_reference_columns_differ_between_encodings() -> None:
 async def client(request: pytest.FixtureRequest,
                  tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RecordingClient]:
     root = build_workspace(tmp_path_factory.mktemp(f"nav-{request.param}"))
-    async with lsp_session(root, request.param) as lsp:
+    # VS Code opens grounding-evidence: documents itself and says so; the other profile takes
+    # the default, read-only files under .grounding/versions/.
+    options = {"versionDocuments": "virtual"} if request.param == "visual-studio-code" else None
+    async with lsp_session(root, request.param, initialization_options=options) as lsp:
+        _VIRTUAL[id(lsp)] = options is not None
         yield lsp
+
+
+def virtual_versions(client: RecordingClient) -> bool:
+    """True when this session asked for ``grounding-evidence:`` documents (``versionDocuments``)."""
+    return _VIRTUAL[id(client)]
+
+
+_VIRTUAL: dict[int, bool] = {}
 
 
 def root_of(client: RecordingClient) -> Path:
@@ -402,15 +415,27 @@ async def test_definition_of_current_citation_is_the_evidence_file_line(client: 
 
 
 @in_module_loop
-async def test_definition_of_old_version_is_a_read_only_virtual_document(client: RecordingClient) -> None:
+async def test_definition_of_old_version_is_a_read_only_version_document(client: RecordingClient) -> None:
     enc = encoding_of(client)
     async with opened(client, "answers/a.md", DRAFT_TEXT) as uri:
         locations = await definition(client, uri, ref_position(6, "3", enc))
         unknown = await client.text_document_definition_async(types.DefinitionParams(
             text_document=types.TextDocumentIdentifier(uri=uri), position=ref_position(7, "5", enc)))
+        again = await definition(client, uri, ref_position(6, "3", enc))  # the copy exists now
+    assert unknown is None
+    assert locations is not None and len(locations) == 1
+    assert locations[0].range == whole_line(V1_LINES, 5, enc)  # 𠮷野家🎉: units differ per encoding
+    if not virtual_versions(client):
+        # versionDocuments "file" (the default): a read-only copy, never in the evidence folder.
+        copy = root_of(client) / ".grounding" / "versions" / "events" / "open-day@1.md"
+        assert locations[0].uri == copy.as_uri()
+        assert copy.read_bytes() == OPEN_DAY_V1.encode("utf-8")
+        assert stat.S_IMODE(copy.stat().st_mode) == 0o444
+        assert not list((root_of(client) / "evidence").rglob("*@1.md"))
+        assert again == locations and copy.read_bytes() == OPEN_DAY_V1.encode("utf-8")
+        return
     assert locations == [types.Location(uri="grounding-evidence:/events%2Fopen-day@1",
                                         range=whole_line(V1_LINES, 5, enc))]
-    assert unknown is None
     content = await client.protocol.send_request_async("grounding/versionText",
                                                        {"uri": locations[0].uri})
     assert content.text == OPEN_DAY_V1
@@ -463,8 +488,12 @@ async def test_references_from_the_archived_version_and_the_virtual_document(cli
     archive = uri_of(client, "evidence/archive/open-day-v1.md")
     async with opened(client, "answers/a.md", DRAFT_TEXT) as a_uri:
         from_file = await client.text_document_references_async(references_params(archive, 6, False))
+        if not virtual_versions(client):  # the read-only copy the definition writes
+            await definition(client, a_uri, ref_position(6, "3", enc))
+        version_document = ("grounding-evidence:/events%2Fopen-day@1" if virtual_versions(client)
+                            else (root_of(client) / ".grounding/versions/events/open-day@1.md").as_uri())
         from_virtual = await client.text_document_references_async(
-            references_params("grounding-evidence:/events%2Fopen-day@1", 6, False))
+            references_params(version_document, 6, False))
         nothing = await client.text_document_references_async(
             references_params(uri_of(client, "evidence/events/open-day.md"), 7, False))
     assert from_file is not None
