@@ -908,6 +908,7 @@ HOSTILE_ROWS: list[tuple[str, str, str]] = [
     ("flood", "draft line of 1 MB of `[^` (a defined reference at its end): parse", "<= 2 s"),
     ("labels", "draft line of 1 MB of `[^a` U+3000 `b]` (166,666 invalid labels, each a finding): parse", ""),
     ("growth", "`[^` run 0.5 MB -> 1 MB: parse time ratio", "<= 3x"),
+    ("worst", "worst hostile unit run, 40k -> 80k chars: parse time ratio (unit)", "<= 3x"),
 ]
 """Rows of the hostile-input table: ``grounding_core.drafts.parse_markdown`` in this process
 on generated drafts (best of three each)."""
@@ -934,7 +935,18 @@ def hostile_section() -> dict[str, Any]:
     out: dict[str, Any] = {"flood_s": best(line("[^", mb)), "labels_s": best(line("[^a\u3000b]", mb))}
     out["half_s"] = best(line("[^", mb // 2))
     out["growth"] = out["flood_s"] / out["half_s"]
+    worst = (0.0, "")
+    for unit in HOSTILE_UNITS:  # growth of every kind of hostile run (was a property test)
+        small, large = best(line(unit, 40_000)), best(line(unit, 80_000))
+        if small > 0.002:  # below this the ratio is timer noise
+            worst = max(worst, (large / small, unit))
+    out["worst"], out["worst_unit"] = worst
     return out
+
+
+HOSTILE_UNITS = ["[^", "[", "]", "\\", "`", "\u3000", "\0", "𠮷🎉", "<", "*", "_", "~~", "[^a\u3000b]", "<div>",
+                 "<!--", "-->", "<!--`11<\r\n", "![", "<a ", "*_`[^1]", "<!-- [^1] -->\n"]
+"""Runs the worst-growth row tries: markup openers that never close, alone and mixed."""
 
 
 def render_hostile(r: dict[str, Any]) -> str:
@@ -943,6 +955,8 @@ def render_hostile(r: dict[str, Any]) -> str:
             return "error"
         if key == "growth":
             return f"{fmt_s(r['half_s'])} -> {fmt_s(r['flood_s'])} ({r['growth']:.2f}x){mark(r['growth'] <= 3)}"
+        if key == "worst":
+            return f"{r['worst']:.2f}x ({r['worst_unit']!r}){mark(r['worst'] <= 3)}"
         return fmt_s(r[f"{key}_s"]) + (mark(r[f"{key}_s"] <= 2) if key == "flood" else "")
 
     lines = ["| hostile draft metric | target | value |", "|---|---|---|"]

@@ -736,12 +736,17 @@ def _mask_html(source: str) -> str:
     """
     starts = [0] + [m.end() for m in re.finditer("\n", source)]
     parser = _ProseMask(starts)
+    # A comment opened after the last "-->" never closes: it and everything after it is not
+    # prose. html.parser would retry every such "<!--" against the rest (quadratic).
+    unterminated = source.find("<!--", source.rfind("-->") + 1)
     try:
-        parser.feed(source)
+        parser.feed(source if unterminated < 0 else source[:unterminated])
         parser.close()
     except (AssertionError, ValueError):  # malformed markup the tokenizer gives up on
         pass
     events = parser.events
+    if unterminated >= 0:
+        events = [event for event in events if event[0] < unterminated] + [(unterminated, False)]
     if not events:
         return source
     out: list[str] = [re.sub(r"[^\n]", " ", source[:events[0][0]])]
