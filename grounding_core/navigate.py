@@ -400,10 +400,12 @@ def outline(draft: ParsedDraft) -> list[OutlineItem]:
             by_label.setdefault(claim.label, claim)
     refs_by_sentence: dict[Span, list[Reference]] = {}
     sentence_of = {c.sentence_span: c for c in draft.claims}
-    references = references_of(draft)
-    for ref in references:
-        for span in sentence_of:
-            if span.start_line == ref.span.start_line and span.start_col <= ref.span.start_col < span.end_col + 1:
+    on_line: dict[int, list[Span]] = {}
+    for span in sorted(sentence_of):
+        on_line.setdefault(span.start_line, []).append(span)
+    for ref in references_of(draft):
+        for span in on_line.get(ref.span.start_line, ()):
+            if span.start_col <= ref.span.start_col < span.end_col + 1:
                 refs_by_sentence.setdefault(span, []).append(ref)
                 break
     sentences: list[OutlineItem] = []
@@ -494,13 +496,15 @@ def citation_hints(draft: ParsedDraft, report: DraftReport, snapshot: IndexSnaps
     document from ``snapshot``.
     """
     valid = set(report.valid_claims)
-    by_span: dict[Span, list[Finding]] = {}
+    by_line: dict[int, list[Finding]] = {}
     for finding in report.findings:
-        by_span.setdefault(finding.span, []).append(finding)
+        by_line.setdefault(finding.span.start_line, []).append(finding)
 
     def state(claim: Claim) -> tuple[str, str]:
         ref = claim.citation
-        own = [f for span, found in by_span.items() if _within(span, claim.citation_span) for f in found]
+        span = claim.citation_span
+        own = [f for line in range(span.start_line, span.end_line + 1) for f in by_line.get(line, ())
+               if _within(f.span, span)]
         errors = sorted((f for f in own if f.name in _CITATION_FINDINGS),
                         key=lambda f: _CITATION_FINDINGS.index(f.name))
         if ref is not None and claim in valid and not errors:
@@ -524,11 +528,14 @@ def citation_hints(draft: ParsedDraft, report: DraftReport, snapshot: IndexSnaps
             label, tip = state(json_claim)
             out.append(CitationHint(end.end_line, end.end_col, label, tip))
         return out
+    by_label: dict[str | None, list[Claim]] = {}
+    for claim in draft.claims:
+        by_label.setdefault(claim.label, []).append(claim)
     for ref in references_of(draft):
-        claim = next((c for c in draft.claims if c.label == ref.label and _within(ref.span, c.sentence_span)), None)
-        if claim is None:
+        found = next((c for c in by_label.get(ref.label, ()) if _within(ref.span, c.sentence_span)), None)
+        if found is None:
             continue
-        label, tip = state(claim)
+        label, tip = state(found)
         out.append(CitationHint(ref.span.end_line, ref.span.end_col, label, tip))
     return out
 

@@ -1,15 +1,14 @@
 """Reference lenses on evidence lines and ``grounding.showReferences`` (SPEC §10; issue 12).
 
-``textDocument/codeLens`` on an evidence file (or a ``grounding-evidence:`` / version file
-view of one version) puts one lens on each line that drafts cite, titled
-``cited by 3 drafts, 1 stale`` (``cited by 1 draft``). The drafts are the open drafts (their
-editor text) and the draft files on disk that are not open, as for
-``textDocument/references``; a citation counts for a line when
-:func:`grounding_core.navigate.cited_line` maps it there (its own line in this version, else
-the line of this version holding exactly its cited text). It is *stale* when it names
-another version than the one shown. The lens's command ``grounding.showReferences [uri,
-line]`` (0-based line) returns the citing locations, the answer of ``textDocument/references``
-without the declaration.
+``textDocument/codeLens`` on an evidence file (or a ``grounding-evidence:`` document or a
+version copy of one version) puts one lens on each line that drafts cite, titled
+``cited by 3 drafts, 1 stale`` (``cited by 1 draft``); stale drafts cite the line through a
+version that is no longer the newest. The drafts are the open drafts (their editor text) and
+the draft files on disk that are not open, as for ``textDocument/references``; a citation
+counts for a line when :func:`grounding_core.navigate.cited_line` maps it there (its own line
+in this version, else the line of this version holding exactly its cited text). The lens's
+command ``grounding.showReferences [uri, line]`` (0-based line) returns the citing
+locations, the answer of ``textDocument/references`` without the declaration.
 
 The cost is one parse per draft of the workspace (never a walk of the evidence corpus): the
 lens reads no evidence other than the version shown and the versions the drafts cite.
@@ -38,8 +37,8 @@ SHOW_REFERENCES = "grounding.showReferences"
 
 @dataclass(frozen=True, slots=True)
 class LineCitations:
-    """Who cites one evidence line: ``drafts`` citing it, ``stale`` of them through another
-    version (1-based ``line``).
+    """Who cites one evidence line: ``drafts`` citing it, ``stale`` of them through a version
+    that is not the newest (1-based ``line``).
     """
 
     line: int
@@ -113,12 +112,14 @@ def _counts(view: IndexView, which: tuple[str, int] | str, open_drafts: list[tup
 def count_citations(view: IndexView, record: VersionRecord, lines: tuple[str, ...],
                     drafts: list[tuple[str, str]]) -> list[LineCitations]:
     """Per cited line of ``record`` (whose text has ``lines``): how many of ``drafts``
-    (``(text, rel)`` pairs) cite it and how many of those through another version; sorted by
-    line. Worker thread.
+    (``(text, rel)`` pairs) cite it and how many of those through a version older than the
+    newest; sorted by line. Worker thread.
     """
     positions: dict[str, list[int]] = {}
     for number, text in enumerate(lines, 1):
         positions.setdefault(text, []).append(number)
+    found = view.snapshot.newest(record.doc_id)
+    newest = found.version if found is not None else record.version
     citing: dict[int, set[int]] = {}
     stale: dict[int, set[int]] = {}
     for n, (text, rel) in enumerate(drafts):
@@ -131,7 +132,7 @@ def count_citations(view: IndexView, record: VersionRecord, lines: tuple[str, ..
             if line is None:
                 continue
             citing.setdefault(line, set()).add(n)
-            if ref.version != record.version:
+            if ref.version != newest:
                 stale.setdefault(line, set()).add(n)
     return [LineCitations(line, len(citing[line]), len(stale.get(line, ()))) for line in sorted(citing)]
 

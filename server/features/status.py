@@ -38,6 +38,7 @@ from typing import Any
 from lsprotocol import types
 
 from grounding_core.model import DraftReport, Severity
+from server.features import references
 from server.session import DraftResult, Session
 
 __all__ = ["SHOW_CONTEXT", "STATUS_NOTIFICATION", "closed", "code_lens", "lens_title", "on_result", "opened",
@@ -132,8 +133,6 @@ async def code_lens(session: Session, params: types.CodeLensParams) -> list[type
     uri = params.text_document.uri
     await session.ready.wait()
     if session.draft_rel(uri) is None:
-        from server.features import references
-
         return await references.code_lens(session, params)
     result = await shown_or_first(session, uri)
     if result is None:

@@ -501,6 +501,36 @@ async def test_status_notification_and_code_lens_summarise_the_draft(client: Rec
 
 
 @in_module_loop
+async def test_code_lens_follows_the_squiggles_after_an_edit(client: RecordingClient) -> None:
+    """The lens is made from the result whose diagnostics the client has, and the server asks
+    for ``workspace/codeLens/refresh`` right after that publication (issue 12: the lens lagged
+    the squiggles by seconds).
+    """
+    v2 = sha(root_of(client), "schedule.md")[:12]
+    recorder = recorder_of(client)
+    good = front("活动什么时候开始？", "活动时间") + (
+        f'𠮷野家🎉：活动时间是周四16:30[^1]。\r\n\r\n[^1]: schedule@2:8 sha256:{v2} "- 活动时间：周四16:30"\r\n')
+    buffer = Buffer(client, "lens-follows", good)
+    await buffer.diagnostics()
+    doc = types.TextDocumentIdentifier(uri=buffer.uri)
+    before = await client.text_document_code_lens_async(types.CodeLensParams(text_document=doc))
+    assert before is not None and before[0].command is not None
+    assert before[0].command.title.startswith("answered · 1/1 claims valid")
+    mark = recorder.mark()
+    buffer.replace(good.replace('"- 活动时间：周四16:30"', '"- 活动时间：周五16:30"'))
+    assert "GR103" in codes(await buffer.diagnostics(mark))
+    published = next(i for i, e in enumerate(recorder.events) if i >= mark
+                     and e.method == types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS and e.params.uri == buffer.uri)
+    caps = client.capabilities.workspace
+    if caps and caps.code_lens and caps.code_lens.refresh_support:
+        await recorder.wait_for(lambda m, p: m == types.WORKSPACE_CODE_LENS_REFRESH, published)
+    after = await client.text_document_code_lens_async(types.CodeLensParams(text_document=doc))
+    assert after is not None and after[0].command is not None
+    assert "0/1 claims valid" in after[0].command.title  # the state the squiggles show
+    buffer.close()
+
+
+@in_module_loop
 async def test_status_reports_a_conflict(client: RecordingClient) -> None:
     recorder = recorder_of(client)
     mark = recorder.mark()
