@@ -16,6 +16,7 @@ from .budget import output_tokens, render_answer_wire
 from .config import Config
 from .conflicts import GateResult, check_keys
 from .drafts import ContextSpec, ContextUnitSpec, ParsedDraft, parse_context_log
+from .edits import with_context_edits
 from .evidence import EvidenceDocument, parse_field_line, split_marker
 from .model import FIRST_LINE, Claim, DraftReport, Edit, Finding, Location, Span, Status
 from .state import IndexState, VersionRecord
@@ -128,7 +129,7 @@ def check_draft(
         path=path, status=status, required_fields=required, covered_fields=covered,
         missing_fields=missing, field_completeness=not missing, coverage=coverage,
         same_key_sources_checked=len(gate.lines_read),
-        findings=_sorted_unique(findings), valid_claims=[r.claim for r in valid],
+        findings=with_context_edits(draft, _sorted_unique(findings)), valid_claims=[r.claim for r in valid],
         claims=list(draft.claims), output_tokens=tokens, output_reserve=reserve,
         wire_claims=[_wire_claim(r) for r in valid],
     )

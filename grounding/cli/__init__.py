@@ -265,7 +265,7 @@ def _apply_fixes(ws: Workspace, reports: list[DraftReport], state: Any) -> list[
 
     out: list[DraftReport] = []
     for report in reports:
-        edits = [f.fix for f in report.findings if f.fix is not None]
+        edits = [edit for f in report.findings if f.fix is not None for edit in (f.fix, *f.also)]
         if edits:
             try:
                 path = check_draft_write(ws.config.root / report.path, ws.config.evidence_root)

@@ -10,8 +10,10 @@ the requested range:
 * **quickfix for a mechanical citation slip** — a ``malformed-citation`` (GR101) whose fix
   the core computed (an IME's full-width ``＠``/``：`` in the id: the same edit
   ``grounding check --fix`` applies);
-* **quickfix "Cite DOC@V:L — LINE"** (up to :data:`MAX_CITATION_ACTIONS`) — an
-  ``uncited-claim`` (GR110), candidates from ``grounding_core.candidates``;
+* **quickfix "Cite DOC@V:L — LINE (why: …)"** (up to :data:`MAX_CITATION_ACTIONS`) — an
+  ``uncited-claim`` (GR110), candidates from ``grounding_core.candidates`` ranked by the
+  sentence's values and field names and the draft's ``fields``; the title ends with why the
+  line is offered (:attr:`~grounding_core.candidates.Candidate.reasons`);
 * **"Fix all Grounding citations in file"** — every safe fix at once
   (``grounding_core.edits.fix_all_edits``), once per menu: as a quickfix next to a fixable
   finding when the request names no kinds (the editor's quick-fix menu), and as kind
@@ -32,14 +34,15 @@ from dataclasses import dataclass
 
 from lsprotocol import types
 
-from grounding_core.candidates import citation_candidates
+from grounding_core.candidates import Candidate, citation_candidates
 from grounding_core.check import resolve_visibility
 from grounding_core.edits import FIXABLE, citation_edits, fix_all_edits
 from grounding_core.model import Edit, Finding, Span
 from server.convert import lsp_range, lsp_workspace_edit
 from server.session import DraftResult, IndexView, Session
 
-__all__ = ["FIX_ALL_TITLE", "MAX_CITATION_ACTIONS", "OPTIONS", "code_action", "code_actions", "workspace_edit"]
+__all__ = ["FIX_ALL_TITLE", "MAX_CITATION_ACTIONS", "OPTIONS", "citation_title", "code_action", "code_actions",
+           "workspace_edit"]
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +100,7 @@ def code_actions(result: DraftResult, view: IndexView, request: _Request) -> lis
                 actions.append(types.CodeAction(
                     title=finding.fix.title, kind=types.CodeActionKind.QuickFix,
                     diagnostics=_matching(finding, result, request.diagnostics), is_preferred=True,
-                    edit=workspace_edit(result, [finding.fix], request.document_changes)))
+                    edit=workspace_edit(result, [finding.fix, *finding.also], request.document_changes)))
             elif finding.name == "uncited-claim":
                 actions.extend(_citation_actions(result, view, finding, request))
     all_edits = fix_all_edits(findings)
@@ -118,7 +121,8 @@ def _citation_actions(result: DraftResult, view: IndexView, finding: Finding,
         return []
     try:  # a failing search must not take the other fixes with it
         visibility = resolve_visibility(result.draft, view.snapshot, view.config, view.today, view.read_text)
-        candidates = citation_candidates(view.snapshot, sentence.text, view.today, visibility, MAX_CITATION_ACTIONS)
+        candidates = citation_candidates(view.snapshot, sentence.text, view.today, visibility, MAX_CITATION_ACTIONS,
+                                         [name for name, _span in result.draft.fields])
     except Exception:
         logger.exception("citation candidates failed for %r", sentence.text[:80])
         return []
@@ -129,10 +133,15 @@ def _citation_actions(result: DraftResult, view: IndexView, finding: Finding,
         edits, _label = citation_edits(doc.text, doc.lines, sentence.span, candidate.citation, candidate.sha256,
                                        candidate.text)
         actions.append(types.CodeAction(
-            title=f"Cite {candidate.id} — {candidate.text}", kind=types.CodeActionKind.QuickFix,
+            title=citation_title(candidate), kind=types.CodeActionKind.QuickFix,
             diagnostics=matching, is_preferred=index == 0 and candidate.value_in_sentence,
             edit=workspace_edit(result, edits, request.document_changes)))
     return actions
+
+
+def citation_title(candidate: Candidate) -> str:
+    """``Cite DOC@V:L — LINE (why: value in the sentence, current version)``."""
+    return f"Cite {candidate.id} — {candidate.text} (why: {', '.join(candidate.reasons)})"
 
 
 def _intersects(a: Span, b: Span) -> bool:

@@ -301,6 +301,34 @@ def test_fix_reanchors_a_stale_citation(capsys: pytest.CaptureFixture[str], root
     assert fixed == draft(definition(3, 7, SCHEDULE_V3))
 
 
+def test_fix_reanchors_and_updates_the_context_unit_of_the_old_version(
+        capsys: pytest.CaptureFixture[str], root: Path) -> None:
+    """Issue 12: re-anchoring traded GR104 for GR107 when the context named the old version."""
+    write_files(root, {"answers/ctx.md": draft(definition(2, 6, SCHEDULE_V2), '{units: ["schedule@2"]}')})
+    run(capsys, "index", "--root", root)
+    write_files(root, {"evidence/schedule.md": SCHEDULE_V3})
+    code, out, err = run(capsys, "check", "--root", root, "--format", "json", "answers/ctx.md", "--fix")
+    assert code == 0, out
+    assert json.loads(out)["drafts"][0]["diagnostics"] == []  # no GR107 after the fix
+    fixed = (root / "answers/ctx.md").read_bytes().decode()
+    assert fixed == draft(definition(3, 7, SCHEDULE_V3), '{units: ["schedule@3"]}')  # CRLF kept
+    assert "Update context unit schedule@2 to schedule@3" in err
+
+
+def test_fix_says_which_unit_to_add_when_the_context_names_lines(
+        capsys: pytest.CaptureFixture[str], root: Path) -> None:
+    write_files(root, {"answers/lines.md": draft(definition(2, 6, SCHEDULE_V2), "{units: ['schedule@2:6-7']}")})
+    run(capsys, "index", "--root", root)
+    write_files(root, {"evidence/schedule.md": SCHEDULE_V3})
+    code, out = check_json(capsys, root, "answers/lines.md")
+    stale = next(d for d in out["drafts"][0]["diagnostics"] if d["name"] == "stale-citation")
+    assert stale["hint"].endswith("Then add schedule@3:7 to context.units.")
+    code, out = check_json(capsys, root, "answers/lines.md", "--fix")
+    fixed = (root / "answers/lines.md").read_bytes().decode()
+    assert fixed == draft(definition(3, 7, SCHEDULE_V3), "{units: ['schedule@2:6-7']}")  # the lines stay
+    assert "invisible-source" in [d["name"] for d in out["drafts"][0]["diagnostics"]]  # as the hint says
+
+
 def test_fix_keeps_a_bom_and_edits_line_one(capsys: pytest.CaptureFixture[str], root: Path) -> None:
     text = f'{definition(2, 6, SCHEDULE_V2, "- 活动时间：周四16：30")}\r\n\r\n活动时间是周四16:30[^1]。\r\n'
     (root / "answers/bom.md").write_bytes(b"\xef\xbb\xbf" + text.encode())

@@ -295,6 +295,13 @@ async def test_completion_offers_doc_ids_then_versions_then_lines_and_writes_a_v
     lines = SCHEDULE_V2.split("\r\n")
     assert [(i.label, i.detail) for i in sorted(items, key=lambda i: i.sort_text or "")] == [
         (str(n), lines[n - 1]) for n in (7, 8, 9, 10, 12)]
+    completion_caps = client.capabilities.text_document and client.capabilities.text_document.completion
+    item_caps = completion_caps.completion_item if completion_caps else None
+    if item_caps and item_caps.label_details_support:  # VS Code shows it beside every item
+        assert {i.label: i.label_details.description for i in items if i.label_details} == {
+            str(n): lines[n - 1] for n in (7, 8, 9, 10, 12)}
+    else:
+        assert all(i.label_details is None for i in items)
     item = next(i for i in items if i.label == "8")
     assert isinstance(item.text_edit, types.TextEdit)
     expected = f'schedule@2:8 sha256:{sha(root, "schedule.md")[:12]} "- 活动时间：周四16:30"'
@@ -378,8 +385,11 @@ async def test_insert_citation_action_cites_the_matching_line_for_an_uncited_sen
     assert uncited, codes(diagnostics)
     actions = await code_actions(buffer, uncited)
     cite = [a for a in actions if a.title.startswith("Cite ")]
-    assert 1 <= len(cite) <= 3
-    assert cite[0].title == "Cite parking@1:6 — - 停车地点：𠮷野家🎉后院"
+    # only related lines (value or field of the sentence, or a field the draft asks for), each
+    # saying why it is offered
+    assert [a.title for a in cite] == [
+        "Cite parking@1:6 — - 停车地点：𠮷野家🎉后院 (why: value in the sentence, field 停车地点 asked for,"
+        " current version)"]
     assert cite[0].edit is not None
     buffer.apply(cite[0].edit)
     assert buffer.text == (
@@ -623,6 +633,26 @@ async def test_draft_answer_command_returns_or_inserts_a_verified_answer(
                                   ' "- 活动时间：周四16:30"\n')
     assert errors(await existing.diagnostics()) == []
     existing.close()
+
+
+@in_module_loop
+async def test_reanchor_quick_fix_also_updates_the_context_unit(client: RecordingClient) -> None:
+    root = root_of(client)
+    v1, v2 = sha(root, "archive/schedule-v1.md")[:12], sha(root, "schedule.md")[:12]
+    head = front("活动什么时候开始？", "活动时间", 'context: {units: ["schedule@1"]}\n')
+    buffer = Buffer(client, "reanchor-context", head
+                    + f'𠮷野家🎉活动时间是周四16:30[^1]。\n\n[^1]: schedule@1:7 sha256:{v1} "- 活动时间：周四16:30"\n')
+    diagnostics = await buffer.diagnostics()
+    stale = [d for d in diagnostics if d.code == "GR104"]
+    assert stale, codes(diagnostics)
+    actions = await code_actions(buffer, stale)
+    fix = next(a for a in actions if a.title == "Re-anchor to schedule@2:8")
+    assert fix.edit is not None
+    buffer.apply(fix.edit)
+    assert 'context: {units: ["schedule@2"]}' in buffer.text
+    assert buffer.text.endswith(f'[^1]: schedule@2:8 sha256:{v2} "- 活动时间：周四16:30"\n')
+    assert errors(await buffer.diagnostics()) == []  # no GR107: the context follows the fix
+    buffer.close()
 
 
 @in_module_loop
