@@ -52,7 +52,7 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from grounding_core.check import check_parsed, check_text
 from grounding_core.config import Config
-from grounding_core.drafts import ParsedDraft
+from grounding_core.drafts import ParsedDraft, draft_kind
 from grounding_core.index import IndexSnapshot
 from grounding_core.model import DraftReport
 from grounding_core.text import split_lines
@@ -346,7 +346,26 @@ class DraftResult:
 
 
 def run_check(job: CheckJob) -> DraftResult:
-    """Parse and check one captured draft (worker thread; pure over the job)."""
+    """Parse and check one captured draft (worker thread; pure over the job).
+
+    An unexpected exception (a bug, not bad input) becomes the result's one finding, as in
+    ``grounding check`` (:func:`grounding.cli.internal_error_report`: GR101 at 1:1, status
+    abstain), logged with its traceback: the writer sees why the draft is not verified
+    instead of stale squiggles, and the other drafts go on.
+    """
+    try:
+        return _run_check(job)
+    except Exception as exc:
+        from grounding.cli import internal_error_report
+
+        logger.exception("checking %s failed", job.rel)
+        draft = job.draft or ParsedDraft(kind=draft_kind(job.rel), text=job.document.text,
+                                         lines=list(job.document.lines))
+        report = internal_error_report(job.rel, exc)
+        return DraftResult(job.document.uri, job.key, job.document, draft, report, job.rel)
+
+
+def _run_check(job: CheckJob) -> DraftResult:
     view = job.view
     if job.draft is not None:
         report = check_parsed(job.draft, job.rel, view.snapshot, view.config, view.today, view.read_text)

@@ -36,8 +36,9 @@ from lsprotocol import types
 
 from grounding_core.candidates import Candidate, citation_candidates
 from grounding_core.check import resolve_visibility
-from grounding_core.edits import FIXABLE, citation_edits, fix_all_edits
+from grounding_core.edits import FIXABLE, HASH_PREFIX, citation_edits, fix_all_edits
 from grounding_core.model import Edit, Finding, Span
+from grounding_core.verify import CURRENT_FIELD_LINE
 from server.convert import lsp_range, lsp_workspace_edit
 from server.session import DraftResult, IndexView, Session
 
@@ -103,6 +104,8 @@ def code_actions(result: DraftResult, view: IndexView, request: _Request) -> lis
                     edit=workspace_edit(result, [finding.fix, *finding.also], request.document_changes)))
             elif finding.name == "uncited-claim":
                 actions.extend(_citation_actions(result, view, finding, request))
+            elif finding.name == "stale-citation":
+                actions.extend(_current_line_action(result, view, finding, request))
     all_edits = fix_all_edits(findings)
     if all_edits:
         edit = workspace_edit(result, all_edits, request.document_changes)
@@ -137,6 +140,29 @@ def _citation_actions(result: DraftResult, view: IndexView, finding: Finding,
             diagnostics=matching, is_preferred=index == 0 and candidate.value_in_sentence,
             edit=workspace_edit(result, edits, request.document_changes)))
     return actions
+
+
+def _current_line_action(result: DraftResult, view: IndexView, finding: Finding,
+                         request: _Request) -> list[types.CodeAction]:
+    """"Cite the current line DOC@V:L" for a stale citation whose line changed: the same
+    field's line in the current version (the finding's first related location names it,
+    ``grounding_core.verify.CURRENT_FIELD_LINE``). Not a safe fix (the sentence may now say
+    something else; the claim-value check tells), so never part of fix all.
+    """
+    moved = next((r for r in finding.related if r.message.startswith(CURRENT_FIELD_LINE)), None)
+    if moved is None or moved.line_text is None or finding.citation is None:
+        return []
+    doc_id = finding.citation.rpartition("@")[0]
+    current = view.snapshot.newest(doc_id)
+    if current is None:
+        return []
+    new_id = f"{doc_id}@{current.version}:{moved.line}"
+    edit = Edit(finding.span, f'{new_id} sha256:{current.sha256[:HASH_PREFIX]} "{moved.line_text}"',
+                f"Cite the current line {new_id}")
+    return [types.CodeAction(
+        title=f"Cite the current line {new_id} — {moved.line_text}", kind=types.CodeActionKind.QuickFix,
+        diagnostics=_matching(finding, result, request.diagnostics),
+        edit=workspace_edit(result, [edit], request.document_changes))]
 
 
 def citation_title(candidate: Candidate) -> str:

@@ -346,11 +346,26 @@ def test_fix_leaves_a_quote_that_says_something_else(capsys: pytest.CaptureFixtu
     assert (root / "answers/other.md").read_text(encoding="utf-8") == text  # not rewritten
 
 
+def test_fix_moves_a_wrong_line_number_to_the_one_line_the_quote_is(
+        capsys: pytest.CaptureFixture[str], root: Path) -> None:
+    wrong = draft(definition(2, 7, SCHEDULE_V2))  # the quote is line 6; quote + hash pin it
+    write_files(root, {"answers/wrong.md": wrong})
+    code, out = check_json(capsys, root, "answers/wrong.md")
+    mismatch = next(d for d in out["drafts"][0]["diagnostics"] if d["name"] == "quote-mismatch")
+    assert mismatch["message"].startswith("the quote is line 6 of schedule@2, not line 7")
+    code, _ = check_json(capsys, root, "answers/wrong.md", "--fix")
+    assert code == 0
+    assert (root / "answers/wrong.md").read_bytes().decode() == draft(definition(2, 6, SCHEDULE_V2))
+
+
 def test_fix_leaves_drafts_without_fixes_untouched(capsys: pytest.CaptureFixture[str], root: Path) -> None:
-    forged = draft(definition(2, 7, SCHEDULE_V2))  # forged line: no safe fix
-    write_files(root, {"answers/forged.md": forged})
-    code, _ = check_json(capsys, root, "answers/forged.md", "--fix")
-    assert code == 1
+    twice = "---\ndoc_id: notes\n---\n- 备注：同上 🎉\n- 地点：三楼\n- 备注：同上 🎉\n"
+    quote = "- 备注：同上 🎉"
+    forged = (f"备注同上[^1]。🎉\n\n[^1]: notes@1:5 sha256:{sha256(twice)[:12]} \"{quote}\"\n")
+    write_files(root, {"evidence/notes.md": twice, "answers/forged.md": forged})
+    code, out = check_json(capsys, root, "answers/forged.md", "--fix")
+    assert code == 1  # the quote is lines 4 and 6: which one was meant is not known, no fix
+    assert "quote-mismatch" in [d["name"] for d in out["drafts"][0]["diagnostics"]]
     assert (root / "answers/forged.md").read_bytes() == forged.encode()
 
 

@@ -656,6 +656,34 @@ async def test_reanchor_quick_fix_also_updates_the_context_unit(client: Recordin
 
 
 @in_module_loop
+async def test_stale_citation_whose_line_changed_points_to_the_same_field_now(client: RecordingClient) -> None:
+    root = root_of(client)
+    v1, v2 = sha(root, "archive/schedule-v1.md")[:12], sha(root, "schedule.md")[:12]
+    buffer = Buffer(client, "stale-moved", front("地点在哪里？", "地点")
+                    + f'地点在主楼东门[^1]。\n\n[^1]: schedule@1:8 sha256:{v1} "- 地点：主楼东门"\n')
+    diagnostics = await buffer.diagnostics()
+    stale = [d for d in diagnostics if d.code == "GR104"]
+    assert len(stale) == 1, codes(diagnostics)
+    assert "is current; its field is now line 9: '- 地点：𠮷野家🎉二楼'\n" in stale[0].message
+    related = stale[0].related_information or []
+    caps = client.capabilities.text_document
+    if caps and caps.publish_diagnostics and caps.publish_diagnostics.related_information:
+        assert related[0].location.uri == (root / "evidence" / "schedule.md").as_uri()
+        assert related[0].location.range.start.line == 8  # 0-based line of "- 地点：𠮷野家🎉二楼"
+    actions = await code_actions(buffer, stale)
+    cite = [a for a in actions if a.title.startswith("Cite the current line")]
+    assert [a.title for a in cite] == ["Cite the current line schedule@2:9 — - 地点：𠮷野家🎉二楼"]
+    assert all(a.title != "Fix all Grounding citations in file" for a in actions)  # not a safe fix
+    assert cite[0].edit is not None
+    buffer.apply(cite[0].edit)
+    assert buffer.text.endswith(f'[^1]: schedule@2:9 sha256:{v2} "- 地点：𠮷野家🎉二楼"\n')
+    after = await buffer.diagnostics()
+    assert "GR104" not in codes(after)
+    assert any("主楼东门" in d.message or "𠮷野家🎉二楼" in d.message for d in after), codes(after)  # the sentence
+    buffer.close()
+
+
+@in_module_loop
 async def test_fix_all_command_applies_the_fixes_through_apply_edit(client: RecordingClient) -> None:
     root = root_of(client)
     v1, v2 = sha(root, "archive/schedule-v1.md")[:12], sha(root, "schedule.md")[:12]

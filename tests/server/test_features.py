@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from grounding_core.model import Finding, Span
 from server.features import actions, commands, completion, diagnostics, evidence, navigation, status, workspace
-from server.session import Session
+from server.session import Session, run_check
 from tests.support.inprocess import in_process
 from tests.support.workspace import build_workspace, write
 
@@ -478,3 +479,23 @@ async def test_a_scan_of_some_paths_keeps_the_other_files_findings(root: Path) -
         walk = evidence._plan(view, view.snapshot, old, {"binary.md": list(unreadable)}, True, [], set(), {},
                               {"binary.md", "gone.md"})
         assert walk.scan_map == {"binary.md": unreadable} and set(walk.affected) == {"gone.md"}
+
+
+async def test_a_check_that_raises_becomes_a_finding_on_the_draft(root: Path) -> None:
+    """A bug in a check (here: the context log reader fails) is one GR101 at 1:1 and status
+    abstain, as ``grounding check`` reports it; never stale squiggles or a dead check task.
+    """
+    def broken_reader(rel: str) -> str | None:
+        raise RuntimeError(f"disk on fire reading {rel} 🎉")
+
+    text = "---\r\nquestion: 几点？\r\ncontext: {log: logs/上下文.jsonl}\r\n---\r\n𠮷野家🎉周四16:30。\r\n"
+    async with in_process(root) as here:
+        uri = here.open("answers/broken.md", text)
+        await here.recorder.wait_publish(uri)
+        job = here.session.capture(uri)
+        assert job is not None
+        result = run_check(replace(job, view=replace(job.view, read_text=broken_reader)))
+    assert result.report.status.value == "abstain"
+    [finding] = result.report.findings
+    assert finding.code == "GR101" and finding.span.start_line == 0
+    assert "internal error RuntimeError (disk on fire reading logs/上下文.jsonl 🎉)" in finding.message
