@@ -14,6 +14,8 @@ the requested range:
   ``uncited-claim`` (GR110), candidates from ``grounding_core.candidates`` ranked by the
   sentence's values and field names and the draft's ``fields``; the title ends with why the
   line is offered (:attr:`~grounding_core.candidates.Candidate.reasons`);
+* **quickfix "Cite the current line DOC@V:L — LINE"** — a ``stale-citation`` (GR104) whose
+  line changed: the same field's current line (not a safe fix, so never in fix all);
 * **"Fix all Grounding citations in file"** — every safe fix at once
   (``grounding_core.edits.fix_all_edits``), once per menu: as a quickfix next to a fixable
   finding when the request names no kinds (the editor's quick-fix menu), and as kind

@@ -10,14 +10,16 @@
 ``textDocument/definition`` (drafts)
     The cited evidence line, range = the whole line (columns in the client's encoding,
     counted on the evidence text). The real file only when the cited version is the newest
-    and the file on disk still holds exactly that content; otherwise the read-only virtual
-    document ``grounding-evidence:/DOC_ID@VERSION`` (``server/protocol.py``).
+    and the file on disk still holds exactly that content; otherwise a read-only version
+    document: the copy ``.grounding/versions/DOC_ID@VERSION.md`` or, for a client that set
+    ``versionDocuments: "virtual"``, ``grounding-evidence:/DOC_ID@VERSION``
+    (``server/features/versions.py``).
 
 ``grounding/versionText`` ``{uri}``
     The indexed text of the version a ``grounding-evidence:`` URI names (shape in
     ``server/protocol.py``).
 
-``textDocument/references`` (evidence files and ``grounding-evidence:`` documents)
+``textDocument/references`` (evidence files, ``grounding-evidence:`` documents, version copies)
     Every citation of the line under the cursor in open drafts (their editor text) and in the
     draft files on disk that are not open (``grounding_core.navigate.citing_spans``: the same
     version and line, or the same text in another version). The evidence file resolves to the

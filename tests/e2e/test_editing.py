@@ -670,6 +670,10 @@ async def test_stale_citation_whose_line_changed_points_to_the_same_field_now(cl
     if caps and caps.publish_diagnostics and caps.publish_diagnostics.related_information:
         assert related[0].location.uri == (root / "evidence" / "schedule.md").as_uri()
         assert related[0].location.range.start.line == 8  # 0-based line of "- 地点：𠮷野家🎉二楼"
+    hover = await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=buffer.uri), position=buffer.position(6, 8)))
+    assert hover is not None and isinstance(hover.contents, types.MarkupContent)
+    assert "the field `地点` is now line 9" in hover.contents.value and "𠮷野家🎉二楼" in hover.contents.value
     actions = await code_actions(buffer, stale)
     cite = [a for a in actions if a.title.startswith("Cite the current line")]
     assert [a.title for a in cite] == ["Cite the current line schedule@2:9 — - 地点：𠮷野家🎉二楼"]
