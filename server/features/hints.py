@@ -44,10 +44,12 @@ async def inlay_hint(session: Session, params: types.InlayHintParams) -> list[ty
 def _hints(result: DraftResult, view: IndexView, wanted: types.Range) -> list[types.InlayHint]:
     doc = result.document
     found = []
+    start, end = (wanted.start.line, wanted.start.character), (wanted.end.line, wanted.end.character)
     for hint in citation_hints(result.draft, result.report, view.snapshot):
         if not wanted.start.line <= hint.line <= wanted.end.line or hint.line >= len(doc.lines):
             continue
-        found.append(types.InlayHint(
-            position=doc.codec.lsp_position(hint.line, hint.col, doc.lines), label=hint.label,
-            tooltip=hint.tooltip, padding_left=True))
+        position = doc.codec.lsp_position(hint.line, hint.col, doc.lines)
+        if not start <= (position.line, position.character) <= end:
+            continue
+        found.append(types.InlayHint(position=position, label=hint.label, tooltip=hint.tooltip, padding_left=True))
     return found

@@ -6,7 +6,7 @@
     claim uses (kind ``Object``, name ``[^1] doc@2:7``, detail the quote); a JSON answer:
     its claim objects. An evidence file (its open text, else the file as indexed): its field
     lines (kind ``Field``, name the field, detail the value; the selection is the field name),
-    front matter and meta fields excluded, at most :data:`MAX_FIELD_SYMBOLS`.
+    front matter and meta fields excluded. At most :data:`MAX_FIELD_SYMBOLS` entries either way.
 ``workspace/symbol``
     Doc ids starting with the query (``IndexSnapshot.doc_ids``, kind ``File``, at the top
     of the newest version's file) and field lines whose text matches it
@@ -17,6 +17,7 @@
     Each citation id of a draft links to its evidence line: the file with ``#L<line>`` when
     it still holds the cited version, else the version document of ``versionDocuments``
     (``server/features/versions.py``). The tooltip (when the client shows them) names the line.
+    At most :data:`MAX_FIELD_SYMBOLS` links.
 
 Positions convert with the session codec in the worker that computes the answer.
 """
@@ -40,7 +41,8 @@ from server.session import IndexView, Session
 __all__ = ["MAX_FIELD_SYMBOLS", "MAX_WORKSPACE_SYMBOLS", "document_link", "document_symbol", "workspace_symbol"]
 
 MAX_FIELD_SYMBOLS = 5000
-"""Field-line symbols of one evidence file (a pasted export can hold far more)."""
+"""Field-line symbols of one evidence file, and outline entries or links of one draft (a
+pasted log can hold 100k sentences; a client given that many stalls)."""
 MAX_WORKSPACE_SYMBOLS = 100
 """Doc ids, and field lines, answered for one workspace-symbol query."""
 
@@ -70,7 +72,7 @@ async def document_symbol(session: Session, params: types.DocumentSymbolParams) 
 
 def _draft_symbols(document: DocumentSnapshot, rel: str, parsed: ParsedDraft | None) -> list[types.DocumentSymbol]:
     draft = parsed or parse_draft(document.text, draft_kind(rel))
-    return [_symbol(item, document.lines, document.codec) for item in outline(draft)]
+    return [_symbol(item, document.lines, document.codec) for item in outline(draft)[:MAX_FIELD_SYMBOLS]]
 
 
 def _symbol(item: OutlineItem, lines: Sequence[str], codec: PositionCodec) -> types.DocumentSymbol:
@@ -179,7 +181,7 @@ def _links(document: DocumentSnapshot, rel: str, parsed: ParsedDraft | None, vie
     draft = parsed or parse_draft(document.text, draft_kind(rel))
     targets: dict[tuple[str, int], str] = {}
     found = []
-    for link in citation_links(draft):
+    for link in citation_links(draft)[:MAX_FIELD_SYMBOLS]:
         ref = link.citation
         key = (ref.doc_id, ref.version)
         if key not in targets:

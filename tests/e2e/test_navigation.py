@@ -302,7 +302,9 @@ async def test_hover_on_stale_reference_shows_old_and_current_line(client: Recor
     text = hover_text(gone)
     assert gone is not None and gone.range == ref_range(6, "2", enc)
     assert "> 7 | - 活动时间：周三15:00" in text
-    assert "Current line (version 2): no longer present." in text
+    # the text is gone; the same field's line is what the writer needs (issue 12)
+    assert ("Current line (version 2): the text is no longer present; the field `活动时间` is now line 6.\n\n"
+            "```text\n> 6 | - 活动时间：周四16:30\n```") in text
 
 
 @in_module_loop
@@ -688,7 +690,10 @@ async def test_inlay_hints_show_each_citation_state(client: RecordingClient) -> 
             range=types.Range(types.Position(0, 0), types.Position(len(DRAFT_LINES), 0))))
         only_line_7 = await client.text_document_inlay_hint_async(types.InlayHintParams(
             text_document=types.TextDocumentIdentifier(uri=uri),
-            range=types.Range(types.Position(7, 0), types.Position(7, 5))))
+            range=types.Range(types.Position(7, 0), types.Position(8, 0))))
+        before_ref = await client.text_document_inlay_hint_async(types.InlayHintParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(types.Position(7, 0), types.Position(7, 5))))  # ends before [^4]
     assert hints is not None
 
     def after(line: int, label: str) -> types.Position:
@@ -700,3 +705,4 @@ async def test_inlay_hints_show_each_citation_state(client: RecordingClient) -> 
         (after(7, "4"), "✗ invisible-source"), (after(7, "5"), "✗ unknown-source")]
     assert hints[1].tooltip is not None and "version 2 of 'events/open-day' is current" in str(hints[1].tooltip)
     assert only_line_7 is not None and [h.label for h in only_line_7] == ["✗ invisible-source", "✗ unknown-source"]
+    assert before_ref is not None and list(before_ref) == []
