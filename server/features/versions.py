@@ -37,8 +37,8 @@ from grounding_core.index import VersionRecord
 from server.protocol import version_uri
 from server.session import IndexView, Session
 
-__all__ = ["FILE", "VERSIONS_DIR", "VIRTUAL", "file_name", "mode", "version_document", "version_of_file",
-           "write_version_file"]
+__all__ = ["FILE", "VERSIONS_DIR", "VIRTUAL", "file_name", "mode", "parse_version_file", "version_document",
+           "version_of_file", "write_version_file"]
 
 logger = logging.getLogger(__name__)
 
@@ -113,12 +113,19 @@ def version_document(session_mode: str, root: Path | None, view: IndexView, reco
 def version_of_file(session: Session, uri: str) -> tuple[str, int] | None:
     """``(doc_id, version)`` when ``uri`` is a version copy of this workspace, else None."""
     config = session.config
+    return parse_version_file(config.root, uri) if config is not None else None
+
+
+def parse_version_file(root: Path, uri: str) -> tuple[str, int] | None:
+    """``(doc_id, version)`` of a ``file:`` URI under ``root/.grounding/versions`` named as
+    :func:`file_name` names it, else None (the inverse of :func:`file_name`).
+    """
     path = to_fs_path(uri) if uri.startswith("file:") else None
-    if config is None or not path:
+    if not path:
         return None
     file = Path(path)
     try:
-        rel = file.relative_to(config.root / VERSIONS_DIR)
+        rel = file.relative_to(root / VERSIONS_DIR)
     except ValueError:
         return None
     if file.suffix not in (".md", ".txt"):

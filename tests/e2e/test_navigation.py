@@ -706,3 +706,18 @@ async def test_inlay_hints_show_each_citation_state(client: RecordingClient) -> 
     assert hints[1].tooltip is not None and "version 2 of 'events/open-day' is current" in str(hints[1].tooltip)
     assert only_line_7 is not None and [h.label for h in only_line_7] == ["✗ invisible-source", "✗ unknown-source"]
     assert before_ref is not None and list(before_ref) == []
+
+
+@in_module_loop
+async def test_inlay_hint_and_outline_of_a_json_answer(client: RecordingClient) -> None:
+    enc = encoding_of(client)
+    async with opened(client, "answers/b.answer.json", JSON_TEXT, language="json") as uri:
+        doc = types.TextDocumentIdentifier(uri=uri)
+        hints = await client.text_document_inlay_hint_async(types.InlayHintParams(
+            text_document=doc, range=types.Range(types.Position(0, 0), types.Position(len(JSON_LINES), 0))))
+        symbols = await client.text_document_document_symbol_async(types.DocumentSymbolParams(text_document=doc))
+    id_value = '"events/open-day@2:7"'
+    end = col_of(JSON_LINES[2], id_value) + len(id_value)
+    assert hints is not None and [(h.position, h.label) for h in hints] == [(pos(JSON_LINES, 2, end, enc), "✓ v2")]
+    assert symbols is not None
+    assert [(s.name, s.detail) for s in symbols] == [("events/open-day@2:7", "𠮷野家🎉：周四16:30")]
