@@ -312,7 +312,11 @@ def test_fix_reanchors_and_updates_the_context_unit_of_the_old_version(
     assert json.loads(out)["drafts"][0]["diagnostics"] == []  # no GR107 after the fix
     fixed = (root / "answers/ctx.md").read_bytes().decode()
     assert fixed == draft(definition(3, 7, SCHEDULE_V3), '{units: ["schedule@3"]}')  # CRLF kept
-    assert "Update context unit schedule@2 to schedule@3" in err
+    old_citation = definition(2, 6, SCHEDULE_V2)[len("[^1]: "):]
+    new_citation = definition(3, 7, SCHEDULE_V3)[len("[^1]: "):]
+    assert err.splitlines() == [  # old → new for each change
+        'grounding: fixed answers/ctx.md:4: Update context unit schedule@2 to schedule@3: "schedule@2" → "schedule@3"',
+        f"grounding: fixed answers/ctx.md:8: Re-anchor to schedule@3:7: {old_citation} → {new_citation}"]
 
 
 def test_fix_says_which_unit_to_add_when_the_context_names_lines(
