@@ -67,6 +67,9 @@ T = TypeVar("T")
 DEBOUNCE_SECONDS = 0.15
 """Typing debounce: a ``didChange`` is checked 150 ms after the last change (SPEC §10);
 open and save are checked at once."""
+_NEVER_EVIDENCE = (".git", ".grounding")
+"""Folders the evidence walk never enters (``grounding_core.config``), so nothing in them is
+an evidence file for the editor either."""
 READER_THREADS = 4
 """Worker threads for checks and lookups (hover, completion, code actions, evidence diagnostics)."""
 
@@ -503,7 +506,9 @@ class Session:
         if config is None or path is None:
             return None
         rel = _relative(path, config.evidence_root)
-        return rel if rel is not None and config.evidence_matches(rel) else None
+        if rel is None or any(part in _NEVER_EVIDENCE for part in rel.split("/")):
+            return None  # e.g. a version copy under .grounding/versions with evidence = "."
+        return rel if config.evidence_matches(rel) else None
 
     def under_evidence(self, uri: str) -> bool:
         """True when ``uri`` is a file path inside the evidence root (matching or not)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import stat
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,7 +21,17 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
 from grounding_core.model import Finding, Span
-from server.features import actions, commands, completion, diagnostics, evidence, navigation, status, workspace
+from server.features import (
+    actions,
+    commands,
+    completion,
+    diagnostics,
+    evidence,
+    navigation,
+    status,
+    versions,
+    workspace,
+)
 from server.session import Session, run_check
 from tests.support.inprocess import in_process
 from tests.support.workspace import build_workspace, write
@@ -499,3 +510,25 @@ async def test_a_check_that_raises_becomes_a_finding_on_the_draft(root: Path) ->
     [finding] = result.report.findings
     assert finding.code == "GR101" and finding.span.start_line == 0
     assert "internal error RuntimeError (disk on fire reading logs/上下文.jsonl 🎉)" in finding.message
+
+
+async def test_version_copies_are_never_evidence_even_with_evidence_at_the_root(tmp_path: Path) -> None:
+    files = {**{k.removeprefix("evidence/"): v for k, v in FILES.items() if k.startswith("evidence/")},
+             "grounding.toml": 'evidence = "."\ntoday = "2026-06-01"\n'}
+    root = build_workspace(tmp_path / "flat", files)
+    async with in_process(root) as here:
+        view = here.session.current_view()
+        assert view is not None
+        record = view.snapshot.record("schedule", 1)
+        assert record is not None
+        copy = versions.write_version_file(root, view, record)
+        assert copy == root / ".grounding" / "versions" / "schedule@1.md"
+        assert copy.read_bytes() == SCHEDULE_V1.encode("utf-8") and stat.S_IMODE(copy.stat().st_mode) == 0o444
+        assert here.session.evidence_rel(copy.as_uri()) is None  # evidence = "." matches *.md, not .grounding
+        assert here.session.evidence_rel((root / "schedule.md").as_uri()) == "schedule.md"
+        await commands.reindex(here.session)
+        after = here.session.current_view()
+        assert after is not None and after.snapshot.record_for_path(".grounding/versions/schedule@1.md") is None
+        assert versions.write_version_file(root, after, record) == copy  # same bytes: left as it is
+        lenses = await status.code_lens(here.session, types.CodeLensParams(types.TextDocumentIdentifier(copy.as_uri())))
+        assert lenses == []  # no draft cites it (drafts cannot live under the evidence root)
