@@ -6,6 +6,10 @@ relevance (trigram bm25 of their best-matching line, ties broken by doc_id then 
 packed whole in rank order with skip-and-continue (``budget.pack_prompt``). The result is
 deterministic for a given index state, question and budget.
 
+Memory (SPEC §11): the entries a context names with ``memory: [SCOPE, ...]`` (or
+``memory:...`` units) are pinned ahead of the ranked evidence units, in the order named, and
+packed like any unit (a memory unit that does not fit is skipped, so it is not visible).
+
 Defaults when the draft gives none: ``limit`` 1500 tokens, ``reserve`` 240 tokens.
 """
 
@@ -14,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from . import memory as memory_claims
 from .budget import ContextUnit, PromptPack, pack_prompt
 from .config import Config
 from .drafts import ContextSpec
@@ -41,6 +46,9 @@ class CompiledContext:
         """X = every line of every kept unit."""
         vis = Visibility(input_tokens=self.pack.input_tokens)
         for unit in self.kept:
+            if isinstance(unit, memory_claims.MemoryContextUnit):  # memory hook (SPEC §11)
+                vis.memory.append(unit.unit)
+                continue
             vis.ranges.setdefault((unit.doc_id, unit.version), []).append((unit.start_line, unit.end_line))
         return vis
 
@@ -104,6 +112,9 @@ def compile_context(store: Store, state: IndexState, config: Config, spec: Conte
     """Compile a ``query`` context spec (SPEC §8) against ``state``; deterministic."""
     query = spec.query or question
     units = rank_units(store, state, query, today)
+    if spec.memory_units:  # memory hook (SPEC §11): the named scopes, pinned first
+        pinned = memory_claims.context_units(memory_claims.source_of(state), spec.memory_units)
+        units = [*pinned, *units]
     pack = pack_prompt(question or query, units, spec.limit or DEFAULT_LIMIT,
                        spec.reserve or DEFAULT_RESERVE, config.encoding)
     return CompiledContext(query, pack)

@@ -11,17 +11,32 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .evidence import EvidenceDocument, EvidenceError, FrontMatter, parse_evidence_text
-from .index import ConflictKey, IndexSnapshot, IndexStats, KeyedLine, ParseSettings, SearchHit
+from .index import (
+    ConflictKey,
+    IndexSnapshot,
+    IndexStats,
+    KeyedLine,
+    ParseSettings,
+    SearchHit,
+    VocabularyTerm,
+)
+from .memory import EmptyMemory, MemoryEntry, MemorySource
 from .index import VersionRecord as IndexRecord
 from .text import normalize, normalize_value, split_lines
 
-EventKind = Literal["import", "revoke"]
+if TYPE_CHECKING:
+    from .memory_store import MemoryTable
+
+EventKind = Literal["import", "revoke", "remember", "approve", "forget"]
+EVENT_KINDS: tuple[str, ...] = ("import", "revoke", "remember", "approve", "forget")
+"""Evidence events (``import``, ``revoke``) and memory events (SPEC §11, ``grounding_core.memory``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +45,9 @@ class Event:
 
     ``import``: a version's full text (BOM removed) and the sha256 of its raw bytes;
     ``declared`` tells whether front matter declared the version. ``revoke``: the version
-    stops being active (``reason``: ``deleted``, ``status: revoked``, ...).
+    stops being active (``reason``: ``deleted``, ``status: revoked``, ...). Memory events
+    (``remember``, ``approve``, ``forget``; SPEC §11) carry their fields as JSON in ``data``
+    and are read by ``grounding_core.memory_store``; an :class:`IndexState` only counts them.
     """
 
     seq: int
@@ -42,6 +59,7 @@ class Event:
     text: str = ""
     declared: bool = False
     reason: str = ""
+    data: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,10 +97,13 @@ class IndexState:
         seq: int = 0,
         cache: ParseCache | None = None,
         base: tuple[IndexState, frozenset[str]] | None = None,
+        memory: MemoryTable | None = None,
     ) -> None:
         self._versions: dict[str, dict[int, VersionRecord]] = versions or {}
         self.seq = seq
         self.cache = cache or ParseCache(ParseSettings())
+        self.memory = memory
+        """The store's memory table (SPEC §11), read at :attr:`seq` by :meth:`memory_view`."""
         self._keyed: dict[dt.date, dict[tuple[str | None, str], list[KeyedLine]]] = {}
         self._terms: dict[dt.date, tuple[frozenset[str], int]] = {}
         # Incremental upkeep of the derived indexes below (speed only, same results): the
@@ -112,6 +133,8 @@ class IndexState:
         seq = self.seq
         for event in events:
             seq = max(seq, event.seq)
+            if event.kind not in ("import", "revoke"):
+                continue  # memory events (SPEC §11) live in the memory table; they move seq only
             if event.doc_id not in copied:
                 versions[event.doc_id] = dict(versions.get(event.doc_id, {}))
                 copied.add(event.doc_id)
@@ -131,7 +154,11 @@ class IndexState:
             elif old is not None:
                 doc[event.version] = replace(old, revoked=True, reason=event.reason, seq=event.seq)
         base = (self, frozenset(copied)) if self._by_doc else None
-        return IndexState(versions, seq, self.cache, base)
+        return IndexState(versions, seq, self.cache, base, self.memory)
+
+    def memory_view(self) -> MemorySource:
+        """Memory entries as of this state's :attr:`seq` (SPEC §11 ``replay(n)``)."""
+        return self.memory.view(self.seq) if self.memory is not None else EmptyMemory()
 
     # -- lookups ----------------------------------------------------------------------------
 
@@ -424,6 +451,7 @@ class MemorySnapshot(IndexSnapshot):
         self.settings = state.settings
         self._searcher = searcher
         self._records: dict[str, dict[int, IndexRecord]] = {}
+        self._vocab: dict[dt.date, tuple[dict[str, tuple[VocabularyTerm, ...]], int]] = {}
 
     @property
     def state(self) -> IndexState:
@@ -514,6 +542,45 @@ class MemorySnapshot(IndexSnapshot):
     def iter_active(self, today: dt.date) -> Iterator[IndexRecord]:
         for record in self._state.active_records(today):
             yield _index_record(record)
+
+    def vocabulary_in(self, text: str, today: dt.date) -> list[VocabularyTerm]:
+        # Reference implementation: every substring up to the longest term, looked up in a
+        # set built once per snapshot and date (corpus-sized, as this class is).
+        terms, longest = self._vocabulary(today)
+        found: dict[tuple[str, str], VocabularyTerm] = {}
+        size = len(text)
+        for i in range(size):
+            for j in range(i + 1, min(size, i + longest) + 1):
+                for term in terms.get(text[i:j], ()):
+                    found.setdefault((term.text, term.kind), term)
+        return list(found.values())
+
+    def _vocabulary(self, today: dt.date) -> tuple[dict[str, tuple[VocabularyTerm, ...]], int]:
+        cached = self._vocab.get(today)
+        if cached is not None:
+            return cached
+        spellings: dict[tuple[str, str], set[str]] = {}
+        for subject, name in self._state.keyed_lines(today):
+            spellings.setdefault((unicodedata.normalize("NFKC", name), "field"), set()).add(name)
+            if subject is not None:
+                spellings.setdefault((unicodedata.normalize("NFKC", subject), "subject"),
+                                     set()).add(subject)
+        terms: dict[str, list[VocabularyTerm]] = {}
+        for (norm, kind), names in spellings.items():
+            if norm:
+                terms.setdefault(norm, []).append(VocabularyTerm(norm, kind, tuple(sorted(names))))
+        result = ({t: tuple(v) for t, v in terms.items()}, max((len(t) for t in terms), default=0))
+        self._vocab[today] = result
+        return result
+
+    def memory_versions(self, scope: str, key: str) -> Mapping[int, MemoryEntry]:
+        return self._state.memory_view().memory_versions(scope, key)
+
+    def memory_scopes(self, prefix: str = "", limit: int | None = None) -> list[str]:
+        return self._state.memory_view().memory_scopes(prefix, limit)
+
+    def memory_keys(self, scope: str, prefix: str = "", limit: int | None = None) -> list[str]:
+        return self._state.memory_view().memory_keys(scope, prefix, limit)
 
     def search(self, query: str, limit: int = 20, any_term: bool = False) -> list[SearchHit]:
         if self._searcher is None:

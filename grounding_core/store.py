@@ -10,6 +10,8 @@ Tables:
   files whose size or mtime changed.
 - ``lines_fts``: FTS5 (``trigram`` tokenizer, which handles CJK) over the lines of each
   document's newest version; backs completion, suggestions and context retrieval.
+- ``memory_entries`` (SPEC §11): derived from the memory events of the log (``remember``,
+  ``approve``, ``forget``, in the same ``events`` table), see ``grounding_core.memory_store``.
 
 The evidence files are only ever opened for reading.
 """
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import Config
+from . import memory_store
 from .evidence import (
     EvidenceDocument,
     EvidenceError,
@@ -36,13 +39,14 @@ from .evidence import (
     parse_evidence_text,
 )
 from .index import ParseSettings, SearchHit
+from .memory import MemoryEntry, MemoryEvent
 from .model import Finding, Location, Span
-from .state import Event, IndexState, MemorySnapshot, ParseCache, VersionRecord
+from .state import EVENT_KINDS, Event, IndexState, MemorySnapshot, ParseCache, VersionRecord
 
-SCHEMA = """
+EVENTS_TABLE = """
 CREATE TABLE IF NOT EXISTS events (
   seq INTEGER PRIMARY KEY AUTOINCREMENT,
-  kind TEXT NOT NULL CHECK (kind IN ('import', 'revoke')),
+  kind TEXT NOT NULL CHECK (kind IN ('import', 'revoke', 'remember', 'approve', 'forget')),
   doc_id TEXT NOT NULL,
   version INTEGER NOT NULL,
   sha256 TEXT NOT NULL DEFAULT '',
@@ -50,12 +54,17 @@ CREATE TABLE IF NOT EXISTS events (
   text TEXT NOT NULL DEFAULT '',
   declared INTEGER NOT NULL DEFAULT 0,
   reason TEXT NOT NULL DEFAULT '',
-  recorded_at TEXT NOT NULL
-);
-CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
-  BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
-CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
-  BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+  recorded_at TEXT NOT NULL,
+  data TEXT
+)"""
+"""The log. ``data`` (JSON, nullable) holds the fields of memory events (SPEC §11)."""
+EVENTS_TRIGGERS = (
+    "CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events"
+    " BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END",
+    "CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events"
+    " BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END",
+)
+SCHEMA = EVENTS_TABLE + ";\n" + ";\n".join(EVENTS_TRIGGERS) + """;
 CREATE TABLE IF NOT EXISTS files (
   path TEXT PRIMARY KEY,
   size INTEGER NOT NULL,
@@ -78,6 +87,10 @@ CREATE TABLE IF NOT EXISTS fts_docs (
 FTS_LAYOUT = 1
 """``PRAGMA user_version`` once every ``lines_fts`` row is tracked in ``fts_docs`` (the rowid
 range of each document's rows, so replacing one document's rows never scans the table)."""
+
+MEMORY_LAYOUT = 2
+"""``PRAGMA user_version`` once ``events`` accepts the memory kinds and has the JSON ``data``
+column, and ``memory_entries`` is derived from the log (SPEC §11; :meth:`Store._upgrade_memory`)."""
 
 ProgressCallback = Callable[[int, int, str], None]
 """Called as ``progress(done, total, path)`` while a scan reads files."""
@@ -136,12 +149,18 @@ class Store:
                 self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.executescript(SCHEMA)
+            self._upgrade_memory()  # memory hook (SPEC §11): before the first read of events
+            self._conn.executescript(memory_store.SCHEMA)
+            self._reader, self._reader_lock = self._open_reader(path)
         except (sqlite3.Error, OSError) as exc:
             raise IndexError_(f"cannot open the index {path}: {exc}") from exc
         self.cache = ParseCache(settings or ParseSettings())
-        self._state = IndexState(cache=self.cache)
+        self.memory = memory_store.MemoryTable(self._memory_query)
+        """Memory entries for any ``replay(n)`` (SPEC §11); states read them at their seq."""
+        self._state = IndexState(cache=self.cache, memory=self.memory)
         self._catch_up()
         self._upgrade_fts()
+        self._mark_layout(MEMORY_LAYOUT)
 
     @classmethod
     def for_config(cls, config: Config) -> Store:
@@ -153,6 +172,9 @@ class Store:
 
     def close(self) -> None:
         with self._lock:
+            if self._reader is not self._conn:
+                with self._reader_lock:
+                    self._reader.close()
             self._conn.close()
 
     # -- the log ----------------------------------------------------------------------------
@@ -172,7 +194,7 @@ class Store:
     def events(self, upto: int | None = None) -> list[Event]:
         """The first ``upto`` events (all when None), in log order."""
         with self._lock:
-            sql = "SELECT seq, kind, doc_id, version, sha256, path, text, declared, reason FROM events"
+            sql = "SELECT seq, kind, doc_id, version, sha256, path, text, declared, reason, data FROM events"
             args: tuple[int, ...] = ()
             if upto is not None:
                 sql += " WHERE seq <= ?"
@@ -192,11 +214,11 @@ class Store:
         count = self.event_count()
         if n < 0 or n > count:
             raise ValueError(f"--at {n}: the event log holds {count} events (use 0..{count})")
-        return IndexState(cache=self.cache).apply(self.events(n))
+        return IndexState(cache=self.cache, memory=self.memory).apply(self.events(n))
 
     def _catch_up(self) -> None:
         rows = self._conn.execute(
-            "SELECT seq, kind, doc_id, version, sha256, path, text, declared, reason FROM events"
+            "SELECT seq, kind, doc_id, version, sha256, path, text, declared, reason, data FROM events"
             " WHERE seq > ? ORDER BY seq",
             (self._state.seq,),
         ).fetchall()
@@ -217,6 +239,100 @@ class Store:
             out.append(Event(seq, e.kind, e.doc_id, e.version, e.sha256, e.path, e.text,
                              e.declared, e.reason))
         return out
+
+    # -- memory entries (SPEC §11): hooks for grounding_core.memory_store -----------------------
+
+    def remember(self, scope: str, key: str, value: str, approved_by: str | None = None) -> MemoryEntry:
+        """Append a ``remember`` event: the next version of ``(scope, key)`` (SPEC §11).
+
+        Without ``approved_by`` the entry is a proposal. Raises
+        :class:`~grounding_core.memory.MemoryWriteError` for bad names or values, or when the
+        newest live version already holds this value.
+        """
+        return self._write_memory(lambda now: memory_store.remember(
+            self._conn, scope, key, value, approved_by, now))
+
+    def approve(self, scope: str, key: str, version: int, by: str) -> MemoryEntry:
+        """Append an ``approve`` event for one version (no new version). Raises
+        :class:`~grounding_core.memory.MemoryWriteError` when it cannot be approved.
+        """
+        return self._write_memory(lambda now: memory_store.approve(
+            self._conn, scope, key, version, by, now))
+
+    def forget(self, scope: str, key: str, reason: str = "") -> MemoryEntry:
+        """Append a ``forget`` event: every version of the key becomes inactive (SPEC §15).
+        Returns the newest version as forgotten. Raises
+        :class:`~grounding_core.memory.MemoryWriteError` when nothing is left to forget.
+        """
+        return self._write_memory(lambda now: memory_store.forget(self._conn, scope, key, reason, now))
+
+    def _write_memory(self, build: Callable[[str], MemoryEvent]) -> MemoryEntry:
+        """Validate, append the event and update ``memory_entries`` in one transaction."""
+        now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                event = memory_store.write_event(self._conn, build(now))
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._catch_up()
+            versions = self.memory.versions(event.seq, event.scope, event.key)
+        version = event.version or max(versions)
+        return versions[version]
+
+    def _open_reader(self, path: str) -> tuple[sqlite3.Connection, threading.RLock]:
+        """A second connection for memory reads, so checks never wait for a scan's transaction
+        (WAL: readers see the last commit); ``:memory:`` shares the writer's connection.
+        """
+        if path == ":memory:":
+            return self._conn, self._lock
+        reader = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+        reader.execute("PRAGMA query_only = 1")
+        return reader, threading.RLock()
+
+    def _memory_query(self, sql: str, args: Sequence[object]) -> list[tuple[object, ...]]:
+        with self._reader_lock:
+            return list(self._reader.execute(sql, tuple(args)).fetchall())
+
+    def _upgrade_memory(self) -> None:
+        """Migrate an index written before memory events (``user_version`` < 2, SPEC §11).
+
+        SQLite cannot change a CHECK constraint in place, so ``events`` is copied, row for row
+        and seq for seq, into a table that accepts the memory kinds and has the nullable JSON
+        ``data`` column, inside one transaction (a crash leaves the old table whole); the
+        append-only triggers are recreated. Then ``memory_entries`` is derived from the log.
+        """
+        conn = self._conn
+        columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(events)").fetchall()}
+        if "data" in columns:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(EVENTS_TABLE.replace("IF NOT EXISTS events", "events_v2", 1))
+            conn.execute(
+                "INSERT INTO events_v2 (seq, kind, doc_id, version, sha256, path, text, declared,"
+                " reason, recorded_at) SELECT seq, kind, doc_id, version, sha256, path, text,"
+                " declared, reason, recorded_at FROM events ORDER BY seq")
+            conn.execute("DROP TRIGGER IF EXISTS events_no_update")
+            conn.execute("DROP TRIGGER IF EXISTS events_no_delete")
+            conn.execute("DROP TABLE events")
+            conn.execute("ALTER TABLE events_v2 RENAME TO events")
+            for trigger in EVENTS_TRIGGERS:
+                conn.execute(trigger)
+            conn.execute(memory_store.SCHEMA.strip().rstrip(";"))
+            memory_store.rebuild(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _mark_layout(self, layout: int) -> None:
+        """Raise ``PRAGMA user_version`` to ``layout`` (never lowers it)."""
+        with self._lock:
+            if int(self._conn.execute("PRAGMA user_version").fetchone()[0]) < layout:
+                self._conn.execute(f"PRAGMA user_version = {layout}")
 
     # -- scanning ---------------------------------------------------------------------------
 
@@ -663,10 +779,12 @@ def _finding_from_problem(problem: dict[str, object]) -> Finding:
 
 
 def _event(row: Sequence[object]) -> Event:
+    kind = str(row[1])
     return Event(
-        seq=int(str(row[0])), kind="import" if row[1] == "import" else "revoke",
+        seq=int(str(row[0])), kind=kind if kind in EVENT_KINDS else "revoke",  # type: ignore[arg-type]
         doc_id=str(row[2]), version=int(str(row[3])), sha256=str(row[4]), path=str(row[5]),
         text=str(row[6]), declared=bool(row[7]), reason=str(row[8]),
+        data=str(row[9]) if len(row) > 9 and row[9] is not None else "",
     )
 
 

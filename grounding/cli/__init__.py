@@ -1,6 +1,7 @@
 """``grounding``: the command line (SPEC §9).
 
-Commands: ``check`` (the CI job), ``index``, ``conflicts``, ``context``, ``answer``, ``lsp``.
+Commands: ``check`` (the CI job), ``index``, ``conflicts``, ``context``, ``answer``, ``memory``
+(``grounding.cli.memory``), ``lsp``.
 Exit status: 0 no error-severity finding, 1 some, 2 usage or configuration error.
 Columns printed are 1-based code points, ``end_column`` exclusive.
 """
@@ -93,6 +94,10 @@ def _parser() -> argparse.ArgumentParser:
     answer.add_argument("--reserve", type=int, default=240)
     answer.add_argument("--format", choices=("md", "json"), default="md")
     answer.set_defaults(run=cmd_answer)
+
+    from . import memory as memory_cli  # memory hook (SPEC §11): grounding memory ...
+
+    memory_cli.add_parser(sub)
 
     lsp = sub.add_parser("lsp", help="run the language server on stdio")
     lsp.set_defaults(run=cmd_lsp)
