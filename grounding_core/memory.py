@@ -173,7 +173,7 @@ class MemoryEntry:
         return self.forgotten_seq is not None
 
     def at(self, seq: int) -> MemoryEntry | None:
-        """This entry as ``replay(seq)`` shows it (None when it was remembered later)."""
+        """The entry as ``replay(seq)`` shows it (None when it was remembered later)."""
         if self.remembered_seq > seq:
             return None
         out = self
@@ -374,7 +374,8 @@ def parse_memory_id(text: str) -> tuple[MemoryRef | None, str]:
         if len(version) > 18:
             return None, f"{shorten(text, quote=True)}: the version number is too large"
         if not re.fullmatch(r"[1-9][0-9]*", version):
-            return None, f"{shown}: the version {shorten(version, 20, quote=True)} must be a positive integer (no leading zeros)"
+            return None, (f"{shown}: the version {shorten(version, 20, quote=True)} must be a positive"
+                          " integer (no leading zeros)")
         return None, f"{shown}: the scope or key is empty or holds whitespace, '/', '@', '[', ']' or '\"'"
     for what in ("scope", "key"):
         problem = name_problem(what, m[what])
@@ -641,7 +642,8 @@ def json_claim(claim: dict[str, Any], ptr: str, span_of: Callable[..., Span],
         vspan = span_of(f"{ptr}/{key}")
         if key == "version":
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                malformed(vspan, f"version must be a positive integer, got {shorten(json.dumps(value, ensure_ascii=False))}")
+                got = shorten(json.dumps(value, ensure_ascii=False))
+                malformed(vspan, f"version must be a positive integer, got {got}")
                 ok = False
         elif key == "sha256":
             if not isinstance(value, str) or not re.fullmatch(r"[0-9a-f]{64}", value):

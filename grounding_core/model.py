@@ -186,8 +186,9 @@ class Claim:
     """One claim of a draft: a sentence (or JSON claim object) and the citation it holds.
 
     ``citation`` is None when the citation could not be parsed (a GR101 finding was raised
-    already) or when the claim cites a memory entry (``memory`` is set). ``sentence`` is the claim text as written in the draft (Markdown: the sentence
-    with references; JSON: the ``text`` value). Spans are in the draft.
+    already) or when the claim cites a memory entry (``memory`` is set). ``sentence`` is the
+    claim text as written in the draft (Markdown: the sentence with references; JSON: the
+    ``text`` value). Spans are in the draft.
     """
 
     sentence: str

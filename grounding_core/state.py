@@ -27,8 +27,8 @@ from .index import (
     SearchHit,
     VocabularyTerm,
 )
-from .memory import EmptyMemory, MemoryEntry, MemorySource
 from .index import VersionRecord as IndexRecord
+from .memory import EmptyMemory, MemoryEntry, MemorySource
 from .text import normalize, normalize_value, split_lines
 
 if TYPE_CHECKING:

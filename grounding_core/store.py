@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import Config
 from . import memory_store
+from .config import Config
 from .evidence import (
     EvidenceDocument,
     EvidenceError,
