@@ -88,7 +88,8 @@ def _parser() -> argparse.ArgumentParser:
     answer = sub.add_parser("answer", help="draft an answer from visible evidence only")
     common(answer)
     answer.add_argument("--question", required=True)
-    answer.add_argument("--fields", nargs="+", required=True)
+    answer.add_argument("--fields", nargs="+", help="the fields to answer; without it the closed question"
+                        " grammar reads them from the question (SPEC §13)")
     answer.add_argument("--subject")
     answer.add_argument("--limit", type=int, default=1500)
     answer.add_argument("--reserve", type=int, default=240)
