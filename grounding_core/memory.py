@@ -533,13 +533,14 @@ def check_memory_claim(claim: Claim, source: MemorySource, units: Sequence[Memor
     if not versions:
         keys = source.memory_keys(ref.scope, limit=500)
         if not keys:
-            close = difflib.get_close_matches(ref.scope, source.memory_scopes(ref.scope[:1], limit=500), n=1)
+            close = difflib.get_close_matches(ref.scope, source.memory_scopes(ref.scope[:1], limit=500), n=1,
+                                              cutoff=0.5)
             add("unknown-source", f"no memory scope '{shorten(ref.scope)}' exists",
                 hint=f"Did you mean 'memory:{close[0]}'?" if close else
                 "Memory entries are written with `grounding memory add --scope S --key K --value V`.",
                 key="scope")
         else:
-            close = difflib.get_close_matches(ref.key, keys, n=1)
+            close = difflib.get_close_matches(ref.key, keys, n=1, cutoff=0.5)
             add("unknown-source", f"memory scope '{shorten(ref.scope)}' has no key '{shorten(ref.key)}'",
                 hint=f"Did you mean '{close[0]}'?" if close else f"Its keys: {', '.join(keys[:8])}.",
                 key="key")
