@@ -139,8 +139,7 @@ def remember(conn: sqlite3.Connection, scope: str, key: str, value: str, approve
     newest = versions[max(versions)] if versions else None
     if newest is not None and not newest.forgotten and newest.value == value:
         state = "active" if newest.approved else "a proposal"
-        raise MemoryWriteError(f"{newest.id} already holds {newest.quote!r} ({state});"
-                               " nothing was written")
+        raise MemoryWriteError(f"{newest.id} already holds {newest.quote!r} ({state})")
     version = (max(versions) if versions else 0) + 1
     return MemoryEvent(0, "remember", scope, key, version, value, approved_by, recorded_at=now)
 

@@ -72,6 +72,7 @@ FEATURE_MODULES: tuple[str, ...] = (
     "server.features.commands",
     "server.features.status",
     "server.features.navigation",
+    "server.features.memory",
 )
 """Dotted names of the feature modules :func:`build_server` registers, in order."""
 

@@ -13,10 +13,14 @@ lens does). Results are JSON objects; a ``message`` key is a sentence for the us
 ``grounding.insertCitation`` ``{uri, position}`` -> applies (``workspace/applyEdit``) the
                             best citation for the sentence at ``position`` (client
                             units); ``{applied, citation, label, message}``
-``grounding.draftAnswer``   ``{uri, question, fields, subject?, limit?, reserve?}`` ->
-                            generates an answer from visible lines only (SPEC §8);
-                            with ``uri: null`` returns ``{markdown, status, ...}``,
-                            else inserts it at the end of that document
+``grounding.draftAnswer``   ``{uri, question?, fields?, subject?, limit?, reserve?}`` ->
+                            generates an answer from visible lines only (SPEC §8, §13);
+                            question, fields and subject default to the open draft's
+                            front matter; without fields the closed question grammar
+                            decides (a rejected question inserts nothing and its
+                            ``unsupportedTerms`` are shown); with ``uri: null``
+                            returns ``{markdown, status, reason, ...}``, else inserts
+                            it at the end of that document
 ``grounding.fixAll``        ``{uri}`` -> applies every safe fix (``applied, fixes``)
 ``grounding.showContext``   ``{uri}`` | ``uri`` -> the draft's context: for a ``query``
                             context the compiled summary (kept/skipped units, tokens)
@@ -44,11 +48,11 @@ from lsprotocol import types
 from pygls.capabilities import get_capability
 from pygls.exceptions import JsonRpcInvalidParams
 
-from grounding_core.answer import generate_answer
 from grounding_core.budget import BudgetError
 from grounding_core.conflicts import all_conflicts
 from grounding_core.context import DEFAULT_LIMIT, DEFAULT_RESERVE, compile_context
 from grounding_core.model import Edit, Span
+from grounding_core.question import answer_question
 from grounding_core.text import LINE_BREAK
 from server.features.actions import (
     citation_candidates,
@@ -214,6 +218,9 @@ def register(server: GroundingServer, state: ServerState) -> None:
     async def draft_answer(*args: Any) -> dict[str, Any]:
         obj = _object(args)
         uri = _uri(obj, required=False)
+        if uri is not None:  # question hook (SPEC §13): the open draft's question, fields, subject
+            await ready()
+            obj = {**(await _draft_request(uri)), **{k: v for k, v in obj.items() if v is not None}}
         question = obj.get("question")
         if not isinstance(question, str) or not question.strip():
             raise JsonRpcInvalidParams("'question' must be non-empty text")
@@ -236,7 +243,7 @@ def register(server: GroundingServer, state: ServerState) -> None:
         ws = engine.workspace
         try:
             answer = await asyncio.to_thread(
-                generate_answer, ws.store, engine.state, ws.config, engine.today(),
+                answer_question, ws.store, engine.state, ws.config, engine.today(),
                 question.strip(), list(fields), subject, budget["limit"], budget["reserve"])
         except BudgetError as exc:
             return {"applied": False, "status": None, "message": str(exc)}
@@ -247,7 +254,15 @@ def register(server: GroundingServer, state: ServerState) -> None:
             "missingFields": list(answer.wire.missing_fields),
             "conflicts": list(answer.conflicts),
             "outputTokens": answer.wire.output_tokens,
+            "reason": answer.facts.get("reason"),
         }
+        rejected = _rejection(answer.facts)
+        if rejected is not None:  # the grammar refused the question: say why, insert nothing
+            out.update(applied=False, message=rejected, markdown=markdown,
+                       unsupportedTerms=answer.facts.get("unsupported_terms", []),
+                       subjects=answer.facts.get("subjects", []))
+            server.window_show_message(types.ShowMessageParams(types.MessageType.Warning, rejected))
+            return out
         if uri is None:
             out.update(applied=False, markdown=markdown)
             return out
@@ -260,6 +275,19 @@ def register(server: GroundingServer, state: ServerState) -> None:
         if out["applied"]:
             n = len(out["claims"])
             out["message"] = f"Inserted a {out['status']} answer with {n} claim{'' if n == 1 else 's'}."
+        return out
+
+    async def _draft_request(uri: str) -> dict[str, Any]:
+        """The question, fields and subject of the draft ``uri`` (open buffer, else the file)."""
+        result = await result_of(uri)
+        draft = result.draft
+        out: dict[str, Any] = {}
+        if draft.question:
+            out["question"] = draft.question
+        if draft.fields:
+            out["fields"] = [name for name, _ in draft.fields]
+        if draft.subject:
+            out["subject"] = draft.subject
         return out
 
     # -- grounding.fixAll ----------------------------------------------------------------
@@ -312,6 +340,21 @@ def register(server: GroundingServer, state: ServerState) -> None:
                                                spec, draft.question or "", today)
             out["context"] = compiled.summary()
         return out
+
+
+def _rejection(facts: dict[str, Any]) -> str | None:
+    """The message for a question the closed grammar refused (SPEC §13), else None."""
+    reason = facts.get("reason")
+    if reason == "unsupported_terms":
+        terms = "、".join(facts.get("unsupported_terms", []))
+        return (f"Grounding: the question was not answered: {terms} names no known subject, field or"
+                " measured value (unsupported_terms).")
+    if reason == "ambiguous_subject":
+        names = "、".join(s if s is not None else "(no subject)" for s in facts.get("subjects", []))
+        return f"Grounding: the question concerns several subjects ({names}); ask about one (ambiguous_subject)."
+    if reason == "no_field":
+        return "Grounding: the question names no known field (no_field); add fields to the draft."
+    return None
 
 
 def _unit_text(unit: Any) -> str:

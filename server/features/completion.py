@@ -32,6 +32,7 @@ from lsprotocol import types
 
 from grounding_core.model import Span
 from grounding_core.state import IndexState
+from server.features import memory as memory_feature
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -43,7 +44,7 @@ __all__ = ["TRIGGER_CHARACTERS", "completion_items", "register"]
 
 logger = logging.getLogger(__name__)
 
-TRIGGER_CHARACTERS = ["@", ":"]
+TRIGGER_CHARACTERS = ["@", ":", "/"]  # "/" for memory:SCOPE/KEY (SPEC §11)
 
 _DEFINITION = re.compile(r"\[\^[^\]\s]+\]:(?P<space> ?)")
 _TYPED = re.compile(
@@ -84,6 +85,9 @@ def completion_items(snapshot: DocumentSnapshot, line: int, column: int, state: 
     """
     if line >= len(snapshot.lines):
         return None
+    memory_items = memory_feature.completion_items(snapshot, line, column, state)  # memory hook (§11)
+    if memory_items is not None:
+        return memory_items
     text = snapshot.lines[line]
     match = _DEFINITION.match(text)
     if match is None or column < match.end():

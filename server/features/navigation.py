@@ -83,6 +83,7 @@ from grounding_core.drafts import (
 from grounding_core.model import CitationRef, DraftReport, Span
 from grounding_core.state import IndexState, VersionRecord
 from grounding_core.text import LineIndex, split_lines
+from server.features import memory as memory_feature
 
 if TYPE_CHECKING:
     from grounding_core.store import Store
@@ -680,6 +681,10 @@ def register(server: GroundingServer, state: ServerState) -> None:
             return None
         snapshot, draft, rel = opened
         line, col = snapshot.codec.core_position(params.position, snapshot.lines)
+        memory_hover = await asyncio.to_thread(  # memory hook (SPEC §11): server/features/memory.py
+            memory_feature.hover, snapshot, draft, line, col, engine.state, _markup_kind(ls))
+        if memory_hover is not None:
+            return memory_hover
         target = await asyncio.to_thread(target_at, draft, line, col)
         if target is None:
             return None
@@ -707,6 +712,10 @@ def register(server: GroundingServer, state: ServerState) -> None:
             return None
         snapshot, draft, _rel = opened
         line, col = snapshot.codec.core_position(params.position, snapshot.lines)
+        memory_location = await asyncio.to_thread(  # memory hook (SPEC §11)
+            memory_feature.definition, snapshot, draft, line, col, engine.state)
+        if memory_location is not None:
+            return memory_location
         target = await asyncio.to_thread(target_at, draft, line, col)
         if not isinstance(target, CitationTarget):
             return None
@@ -725,6 +734,9 @@ def register(server: GroundingServer, state: ServerState) -> None:
             return None
         await engine.indexed.wait()
         index = engine.state
+        memory_text = await asyncio.to_thread(memory_feature.version_text, *parsed, index)  # memory hook
+        if memory_text is not None:
+            return memory_text or None
         record = index.record(*parsed)
         if record is None:
             return None

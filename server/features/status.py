@@ -6,7 +6,8 @@ notification ``grounding/status`` with::
     {"uri": str, "status": "answered" | "partial" | "abstain" | "conflict",
      "claims": int, "validClaims": int, "conflicts": int,   # field-conflict findings
      "outputTokens": int | null, "reserve": int | null,     # SPEC §8 answer wire, reserve
-     "errors": int, "warnings": int}
+     "errors": int, "warnings": int,
+     "memoryClaims": int, "validMemoryClaims": int}          # SPEC §11 memory claims
 
 (the VS Code client's status bar reads it; a closed draft sends nothing). ``textDocument/
 codeLens`` puts one lens on line 0 of each draft, titled like
@@ -26,6 +27,7 @@ from lsprotocol import types
 from pygls.capabilities import get_capability
 
 from grounding_core.model import DraftReport, Severity
+from server.features import memory as memory_feature
 from server.features.actions import current_result
 
 if TYPE_CHECKING:
@@ -53,6 +55,7 @@ def status_params(uri: str, report: DraftReport) -> dict[str, Any]:
         "reserve": report.output_reserve,
         "errors": severities.count(Severity.ERROR),
         "warnings": severities.count(Severity.WARNING),
+        **memory_feature.status_fields(report),  # memory hook (SPEC §11): memoryClaims, validMemoryClaims
     }
 
 
@@ -64,7 +67,7 @@ def lens_title(report: DraftReport) -> str:
     if p["outputTokens"] is not None:
         budget = f"/{p['reserve']}" if p["reserve"] is not None else ""
         parts.append(f"{p['outputTokens']}{budget} output tokens")
-    return " · ".join(parts)
+    return " · ".join(parts) + memory_feature.lens_suffix(report)
 
 
 def register(server: GroundingServer, state: ServerState) -> None:
