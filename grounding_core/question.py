@@ -8,9 +8,9 @@ it cannot answer rather than guess. :func:`parse_question`:
    lines, and measured image values (SPEC §12) once a source provides them — is matched
    verbatim, longest first (then leftmost); matches never overlap.
 3. In what is left, the question words of ``query_stopwords`` (``grounding.toml``; default
-   :data:`DEFAULT_QUERY_STOPWORDS`) are removed, longest first. A stopword made of Latin
-   letters or digits only counts as a whole word (``is`` is removed from ``is it`` but not
-   from ``this``); others (Chinese) match anywhere.
+   :data:`DEFAULT_QUERY_STOPWORDS`) are removed, longest first. A stopword made of ASCII
+   letters and digits counts as a whole word in any ASCII case (``is`` is removed from ``Is
+   it`` but not from ``this``); others (Chinese) match anywhere, verbatim.
 4. Whitespace, punctuation (Unicode categories P*) and invisible format characters (Cf, Cc)
    are removed.
 5. What remains must be empty; otherwise the maximal runs of what remains, in question order,
@@ -62,8 +62,7 @@ DEFAULT_QUERY_STOPWORDS: tuple[str, ...] = (
     "when", "what", "where", "which", "who", "whom", "whose", "why", "how", "much", "many",
     "is", "are", "was", "were", "be", "the", "a", "an", "of", "for", "to", "at", "in", "on",
     "does", "do", "did", "can", "could", "will", "please", "tell", "me", "about", "and", "or",
-    "it", "its", "there", "i", "we", "you", "When", "What", "Where", "Which", "Who", "Why", "How",
-    "Is", "Are", "Does", "Do", "Can", "Please", "The",
+    "it", "its", "there", "i", "we", "you",
 )
 """The documented default of ``query_stopwords`` (SPEC §15): question words only, never words
 that name a subject or a field. Replace it in ``grounding.toml``; ``[]`` removes none."""
@@ -184,18 +183,25 @@ def parse_question(question: str, vocabulary: Vocabulary, today: dt.date,
                           names("measured"), tuple(runs))
 
 
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
 def _remove_stopwords(text: str, covered: list[bool], stopwords: Sequence[str]) -> None:
     words = sorted({unicodedata.normalize("NFKC", w) for w in stopwords if w.strip()},
                    key=lambda w: (-len(w), w))
+    folded = text.translate(_ASCII_LOWER)  # same length: only A-Z change
     for word in words:
-        at = text.find(word)
+        haystack = text
+        if word.isascii() and word.isalnum():
+            word, haystack = word.translate(_ASCII_LOWER), folded
+        at = haystack.find(word)
         while at >= 0:
             end = at + len(word)
             whole = (not _WORD.match(word[0]) or at == 0 or not _WORD.match(text[at - 1])) and (
                 not _WORD.match(word[-1]) or end == len(text) or not _WORD.match(text[end]))
             if whole and not any(covered[at:end]):
                 covered[at:end] = [True] * len(word)
-            at = text.find(word, at + 1)
+            at = haystack.find(word, at + 1)
 
 
 # -- answers -----------------------------------------------------------------------------------

@@ -77,6 +77,7 @@ def test_matching_is_after_nfkc_and_emoji_in_names_match(ws: Workspace) -> None:
     ("冬季书展的门票🎉多少$", ("🎉", "$")),
     ("冬季书展，门票！", ()),
     ("What is the 门票 of 冬季书展?", ()),
+    ("WHAT IS THE 门票 OF 冬季书展?", ()),      # question words in any ASCII case
     ("This 门票", ("This",)),          # "is" is a whole-word stopword, never part of "This"
     ("开放日活动什么时候开始？", ("活动", "开始")),
 ])
