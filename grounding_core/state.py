@@ -119,6 +119,7 @@ class IndexState:
                                                set[tuple[str | None, str]]]] = {}
         self._terms_base: dict[dt.date, tuple[_TermCounts, int, list[KeyedLine],
                                               list[KeyedLine]]] = {}
+        self._vocab: dict[dt.date, tuple[dict[str, tuple[VocabularyTerm, ...]], int]] = {}
 
     @property
     def settings(self) -> ParseSettings:
@@ -341,6 +342,27 @@ class IndexState:
         self._fields[today] = fields
         return fields
 
+    def vocabulary(self, today: dt.date) -> tuple[dict[str, tuple[VocabularyTerm, ...]], int]:
+        """SPEC §13 vocabulary: NFKC subject and field names of :meth:`keyed_lines` -> terms,
+        and the longest term's length; built once per state and date (question grammar hook).
+        """
+        cached = self._vocab.get(today)
+        if cached is not None:
+            return cached
+        spellings: dict[tuple[str, str], set[str]] = {}
+        for subject, name in self.keyed_lines(today):
+            spellings.setdefault((unicodedata.normalize("NFKC", name), "field"), set()).add(name)
+            if subject is not None:
+                spellings.setdefault((unicodedata.normalize("NFKC", subject), "subject"),
+                                     set()).add(subject)
+        terms: dict[str, list[VocabularyTerm]] = {}
+        for (norm, kind), names in spellings.items():
+            if norm:
+                terms.setdefault(norm, []).append(VocabularyTerm(norm, kind, tuple(sorted(names))))
+        result = ({t: tuple(v) for t, v in terms.items()}, max((len(t) for t in terms), default=0))
+        self._vocab[today] = result
+        return result
+
     def known_terms(self, today: dt.date) -> tuple[frozenset[str], int]:
         """SPEC §7.6: normalised field names and values (≥ 2 code points) of active lines.
 
@@ -451,7 +473,6 @@ class MemorySnapshot(IndexSnapshot):
         self.settings = state.settings
         self._searcher = searcher
         self._records: dict[str, dict[int, IndexRecord]] = {}
-        self._vocab: dict[dt.date, tuple[dict[str, tuple[VocabularyTerm, ...]], int]] = {}
 
     @property
     def state(self) -> IndexState:
@@ -545,8 +566,8 @@ class MemorySnapshot(IndexSnapshot):
 
     def vocabulary_in(self, text: str, today: dt.date) -> list[VocabularyTerm]:
         # Reference implementation: every substring up to the longest term, looked up in a
-        # set built once per snapshot and date (corpus-sized, as this class is).
-        terms, longest = self._vocabulary(today)
+        # dict built once per state and date (corpus-sized, as this class is).
+        terms, longest = self._state.vocabulary(today)
         found: dict[tuple[str, str], VocabularyTerm] = {}
         size = len(text)
         for i in range(size):
@@ -554,24 +575,6 @@ class MemorySnapshot(IndexSnapshot):
                 for term in terms.get(text[i:j], ()):
                     found.setdefault((term.text, term.kind), term)
         return list(found.values())
-
-    def _vocabulary(self, today: dt.date) -> tuple[dict[str, tuple[VocabularyTerm, ...]], int]:
-        cached = self._vocab.get(today)
-        if cached is not None:
-            return cached
-        spellings: dict[tuple[str, str], set[str]] = {}
-        for subject, name in self._state.keyed_lines(today):
-            spellings.setdefault((unicodedata.normalize("NFKC", name), "field"), set()).add(name)
-            if subject is not None:
-                spellings.setdefault((unicodedata.normalize("NFKC", subject), "subject"),
-                                     set()).add(subject)
-        terms: dict[str, list[VocabularyTerm]] = {}
-        for (norm, kind), names in spellings.items():
-            if norm:
-                terms.setdefault(norm, []).append(VocabularyTerm(norm, kind, tuple(sorted(names))))
-        result = ({t: tuple(v) for t, v in terms.items()}, max((len(t) for t in terms), default=0))
-        self._vocab[today] = result
-        return result
 
     def memory_versions(self, scope: str, key: str) -> Mapping[int, MemoryEntry]:
         return self._state.memory_view().memory_versions(scope, key)
