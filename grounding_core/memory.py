@@ -507,9 +507,6 @@ class MemoryCheck:
     valid: bool = False
 
 
-AddFinding = Callable[..., None]
-
-
 def check_memory_claim(claim: Claim, source: MemorySource, units: Sequence[MemoryUnitSpec] | None,
                        findings: list[Finding]) -> MemoryCheck:
     """SPEC §11 P and V for one memory claim; appends findings (evidence names) to ``findings``.
