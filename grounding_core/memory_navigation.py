@@ -206,7 +206,8 @@ def _history(entries: Iterable[MemoryEntry]) -> list[tuple[int, str, str]]:
 class MemoryCompletion:
     """One completion item: replace code-point columns ``start..end`` of the line with ``new_text``.
 
-    ``stage`` is ``scope``, ``key`` or ``version``; ``sort`` orders the items.
+    ``stage`` is ``scope``, ``key`` or ``version``; ``sort`` orders the items; ``filter`` is the
+    id text the edit writes (what a client matches the typed text against).
     """
 
     label: str
@@ -218,6 +219,7 @@ class MemoryCompletion:
     stage: str
     sort: str
     preselect: bool = False
+    filter: str = ""
 
 
 def memory_completions(line_text: str, column: int, source: MemorySource,
@@ -241,7 +243,8 @@ def memory_completions(line_text: str, column: int, source: MemorySource,
     scope = typed["scope"]
     if typed["key"] is None:
         return [MemoryCompletion(s, "memory scope", f"{len(source.memory_keys(s, limit=limit))} key(s)",
-                                 start, column, f"{pad}{MEMORY_PREFIX}{s}/", "scope", s)
+                                 start, column, f"{pad}{MEMORY_PREFIX}{s}/", "scope", s,
+                                 filter=f"{MEMORY_PREFIX}{s}/")
                 for s in source.memory_scopes(scope, limit=limit)]
     key = typed["key"]
     if typed["version"] is None:
@@ -250,7 +253,8 @@ def memory_completions(line_text: str, column: int, source: MemorySource,
             active = active_of(source.memory_versions(scope, k))
             detail = active.quote if active is not None else "no active version"
             out.append(MemoryCompletion(k, detail, f"memory:{scope}/{k}", start, column,
-                                        f"{pad}{MEMORY_PREFIX}{scope}/{k}@", "key", k))
+                                        f"{pad}{MEMORY_PREFIX}{scope}/{k}@", "key", k,
+                                        filter=f"{MEMORY_PREFIX}{scope}/{k}@"))
         return out
     versions = source.memory_versions(scope, key)
     typed_version = typed["version"]
@@ -264,7 +268,7 @@ def memory_completions(line_text: str, column: int, source: MemorySource,
         out.append(MemoryCompletion(
             label, f"{status}: {entry.quote}", f"{entry.id} · {why}", start, len(line_text),
             f'{pad}{entry.id} sha256:{entry.sha256[:HASH_PREFIX]} "{entry.quote}"', "version",
-            f"{rank:06d}", preselect=status == "active"))
+            f"{rank:06d}", preselect=status == "active", filter=entry.id))
     return out
 
 

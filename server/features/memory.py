@@ -133,7 +133,7 @@ def completion_items(snapshot: DocumentSnapshot, line: int, column: int,
              "version": types.CompletionItemKind.Reference}
     return [types.CompletionItem(
         label=c.label, kind=kinds[c.stage], detail=c.detail, documentation=c.documentation,
-        sort_text=c.sort, filter_text=c.label if c.stage != "version" else c.label,
+        sort_text=c.sort, filter_text=c.filter,
         preselect=c.preselect or None,
         text_edit=types.TextEdit(range=snapshot.codec.lsp_range(Span.line(line, c.start, c.end), snapshot.lines),
                                  new_text=c.new_text),

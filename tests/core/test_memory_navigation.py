@@ -90,8 +90,8 @@ def test_completion_stages_replace_from_the_id(store: Store) -> None:
     snapshot = store.snapshot()
     line = "[^1]: memory:客"
     scopes = memory_completions(line, len(line), snapshot)
-    assert [(c.label, c.start, c.end, c.new_text) for c in scopes or []] == [
-        (SCOPE, 6, len(line), f"memory:{SCOPE}/")]
+    assert [(c.label, c.start, c.end, c.new_text, c.filter) for c in scopes or []] == [
+        (SCOPE, 6, len(line), f"memory:{SCOPE}/", f"memory:{SCOPE}/")]
     no_space = "[^1]:memory:"
     padded = memory_completions(no_space, len(no_space), snapshot) or []
     assert [c.new_text for c in padded] == [f" memory:{SCOPE}/"]

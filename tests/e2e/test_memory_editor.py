@@ -219,6 +219,7 @@ async def test_completion_goes_scope_then_key_then_version_and_writes_a_verified
     scopes = await complete("[^9]: memory:客")
     assert [i.label for i in scopes] == [SCOPE]
     assert scopes[0].text_edit is not None and scopes[0].text_edit.new_text == f"memory:{SCOPE}/"
+    assert scopes[0].filter_text == f"memory:{SCOPE}/"  # matched against the typed id, as editors do
     keys = await complete(f"[^9]: memory:{SCOPE}/")
     assert [(i.label, i.detail) for i in keys] == [("称呼", "no active version"), ("语言", "语言：中文")]
     typed = f"[^9]: memory:{SCOPE}/语言@"
