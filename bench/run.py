@@ -698,6 +698,88 @@ def machine() -> dict[str, str]:
     }
 
 
+# ------------------------------------------------------------------- images (SPEC §12)
+
+
+IMAGE_ROWS: list[tuple[str, str, str]] = [
+    # (key, label, target)
+    ("flat", "4-megapixel PNG, flat shapes (screenshot-like): measure p50 / max", "<= 200 ms"),
+    ("photo", "4-megapixel PNG, photo-like (gradient + noise): measure p50 / max", "<= 200 ms"),
+    ("decode", "of which PNG decoding, flat / photo-like (p50)", ""),
+    ("first", "first measurement in a process (loads numpy, scikit-image)", ""),
+]
+"""Rows of the image table: ``grounding_core.images.measure`` in this process (the first call,
+which imports the libraries, is its own row); the PNGs are generated in memory."""
+
+
+def image_pngs() -> dict[str, bytes]:
+    """Two deterministic 2000x2000 PNGs: 25 flat shapes; the same with a gradient and noise."""
+    import io
+
+    import numpy as np
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", (2000, 2000), "white")
+    pen = ImageDraw.Draw(image)
+    colours = [(230, 30, 30), (30, 80, 200), (20, 160, 40), (250, 200, 0), (128, 0, 128)]
+    for i in range(5):
+        for j in range(5):
+            x, y = 100 + i * 380, 100 + j * 380
+            shape = [pen.ellipse, pen.rectangle][(i * j) % 2]
+            shape([x, y, x + 250, y + 250], fill=colours[(i + j) % 5])
+    pixels = np.asarray(image).astype(np.float64)
+    pixels -= np.linspace(0, 30, 2000)[:, None, None]
+    pixels += np.random.default_rng(12).normal(0, 6, pixels.shape)
+    photo = Image.fromarray(np.clip(pixels, 0, 255).round().astype(np.uint8), "RGB")
+    out: dict[str, bytes] = {}
+    for name, picture in (("flat", image), ("photo", photo)):
+        buffer = io.BytesIO()
+        picture.save(buffer, format="PNG")
+        out[name] = buffer.getvalue()
+    return out
+
+
+def images_section(repeats: int) -> dict[str, Any]:
+    """Time ``measure`` (and ``decode_png`` alone) on :func:`image_pngs`, ``repeats`` times each."""
+    pngs = image_pngs()
+    t0 = time.perf_counter()
+    from grounding_core.images import decode_png, measure
+
+    regions = {"flat": len(measure(pngs["flat"]).regions)}
+    out: dict[str, Any] = {"first_s": time.perf_counter() - t0}
+    for name, data in pngs.items():
+        samples, decode = [], []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            regions[name] = len(measure(data).regions)
+            samples.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            decode_png(data)
+            decode.append(time.perf_counter() - t0)
+        out[f"{name}_p50_s"] = statistics.median(samples)
+        out[f"{name}_max_s"] = max(samples)
+        out[f"{name}_decode_p50_s"] = statistics.median(decode)
+        out[f"{name}_bytes"] = len(data)
+    out["regions"] = regions
+    return out
+
+
+def render_images(r: dict[str, Any]) -> str:
+    def cell(key: str) -> str:
+        if "error" in r:
+            return "error"
+        if key in ("flat", "photo"):
+            p50, top = r[f"{key}_p50_s"], r[f"{key}_max_s"]
+            return f"{fmt_s(p50)} / {fmt_s(top)}{mark(p50 <= 0.2)} ({r[f'{key}_bytes'] / 1e3:,.0f} kB PNG)"
+        if key == "decode":
+            return f"{fmt_s(r['flat_decode_p50_s'])} / {fmt_s(r['photo_decode_p50_s'])}"
+        return fmt_s(r["first_s"])
+
+    lines = ["| image metric | target | value |", "|---|---|---|"]
+    lines += [f"| {label} | {target or '-'} | {cell(key)} |" for key, label, target in IMAGE_ROWS]
+    return "\n".join(lines)
+
+
 # ------------------------------------------------------------------------------- main
 
 
@@ -766,6 +848,11 @@ def main(argv: list[str] | None = None) -> int:
             r["error"] = f"{type(exc).__name__}: {exc}"[:600]
             print(f"[bench] {name}: {r['error']}", file=sys.stderr, flush=True)
         results.append((corpus, r))
+    try:  # image measurement (SPEC §12): no corpus, generated PNGs
+        images = images_section(5 if quick else 15)
+    except Exception as exc:  # report and keep going, as for a corpus
+        images = {"error": f"{type(exc).__name__}: {exc}"[:600]}
+        print(f"[bench] images: {images['error']}", file=sys.stderr, flush=True)
     elapsed = time.perf_counter() - started
     load_after = os.getloadavg()
 
@@ -787,12 +874,15 @@ def main(argv: list[str] | None = None) -> int:
                                    "messages")
                  if k in r}
         print(f"{corpus.name}: " + json.dumps(extra, ensure_ascii=False, default=str))
+    print()
+    print(render_images(images))
+    print("images: " + json.dumps({k: images[k] for k in ("regions", "error") if k in images}))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"info": info, "results": [
-            {"corpus": c.name, "files": c.files, "bytes": c.bytes, **r} for c, r in results]},
-            ensure_ascii=False, indent=1, default=str))
-    return 1 if any("error" in r for _, r in results) else 0
+            {"corpus": c.name, "files": c.files, "bytes": c.bytes, **r} for c, r in results],
+            "images": images}, ensure_ascii=False, indent=1, default=str))
+    return 1 if any("error" in r for _, r in results) or "error" in images else 0
 
 
 if __name__ == "__main__":

@@ -193,3 +193,24 @@ def _validate(table: dict[str, Any], source: str) -> dict[str, Any]:
             else:
                 raise ConfigError(f"{source}: today must be a date YYYY-MM-DD")
     return out
+
+
+def find_workspace_root(start: Path) -> Path:
+    """The nearest folder at or above ``start`` holding ``grounding.toml`` or a ``pyproject.toml``
+    with a ``[tool.grounding]`` table, as git finds ``.git`` (SPEC §9); ``start`` itself
+    (resolved) when there is none. A ``pyproject.toml`` that does not parse is skipped here;
+    :func:`load_config` reports it if that folder is used.
+    """
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / "grounding.toml").is_file():
+            return folder
+        pyproject = folder / "pyproject.toml"
+        if pyproject.is_file():
+            try:
+                data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError):
+                continue
+            if isinstance(data.get("tool"), dict) and "grounding" in data["tool"]:
+                return folder
+    return start

@@ -130,6 +130,22 @@ class ScanResult:
     """The index after the scan, as a frozen snapshot (the interface checks read)."""
 
 
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """One event as ``grounding log`` shows it: no text. ``recorded_at`` is UTC ISO 8601."""
+
+    seq: int
+    kind: str
+    doc_id: str
+    version: int
+    sha256: str
+    path: str
+    reason: str
+    recorded_at: str
+    data: str = ""
+    """The JSON fields of a memory event (SPEC §11), else empty."""
+
+
 class Store:
     """One index database (SPEC §4). Thread-safe: one lock serialises database access.
 
@@ -201,6 +217,21 @@ class Store:
                 args = (upto,)
             rows = self._conn.execute(sql + " ORDER BY seq", args).fetchall()
         return [_event(row) for row in rows]
+
+    def log_entries(self, doc_id: str | None = None) -> list[LogEntry]:
+        """The log's events without their texts, in seq order (``grounding log``; SPEC §9).
+
+        ``doc_id`` keeps only that document's events. Corpus-wide: for the CLI, not hot paths.
+        """
+        sql = "SELECT seq, kind, doc_id, version, sha256, path, reason, recorded_at, data FROM events"
+        args: tuple[str, ...] = ()
+        if doc_id is not None:
+            sql += " WHERE doc_id = ?"
+            args = (doc_id,)
+        with self._lock:
+            rows = self._conn.execute(sql + " ORDER BY seq", args).fetchall()
+        return [LogEntry(int(r[0]), str(r[1]), str(r[2]), int(r[3]), str(r[4]), str(r[5]), str(r[6]),
+                         str(r[7]), str(r[8] or "")) for r in rows]
 
     def snapshot(self, at: int | None = None) -> MemorySnapshot:
         """A frozen :class:`~grounding_core.index.IndexSnapshot` of ``replay(at)`` (default: the

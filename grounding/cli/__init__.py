@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from grounding_core.config import ConfigError
+from grounding_core.config import ConfigError, find_workspace_root
 from grounding_core.model import DraftReport, Finding, Severity
 from grounding_core.store import IndexError_, ScanResult
 from grounding_core.workspace import Workspace
@@ -57,7 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--root", type=Path, default=Path.cwd(), help="workspace root (default: cwd)")
+        p.add_argument("--root", type=Path, default=None,
+                       help="workspace root (default: the nearest folder at or above the current one"
+                       " holding grounding.toml, else the current folder)")
         p.add_argument("--evidence", help="evidence folder, relative to the root (overrides grounding.toml)")
         p.add_argument("--today", type=_date, help="pin today's date (YYYY-MM-DD) for activity checks")
 
@@ -96,6 +98,12 @@ def _parser() -> argparse.ArgumentParser:
     answer.add_argument("--format", choices=("md", "json"), default="md")
     answer.set_defaults(run=cmd_answer)
 
+    log = sub.add_parser("log", help="list the index's events (seq, kind, doc_id, version, path, time) for --at N")
+    common(log)
+    log.add_argument("--doc", metavar="DOC_ID", help="only this document's events")
+    log.add_argument("--format", choices=("text", "json"), default="text")
+    log.set_defaults(run=cmd_log)
+
     from . import memory as memory_cli  # memory hook (SPEC §11): grounding memory ...
 
     memory_cli.add_parser(sub)
@@ -114,7 +122,7 @@ def _date(text: str) -> dt.date:
 
 def open_workspace(args: argparse.Namespace) -> Workspace:
     """Open the workspace named by ``--root``/``--evidence``/``--today``; UsageError if unusable."""
-    root: Path = args.root
+    root: Path = args.root if args.root is not None else find_workspace_root(Path.cwd())
     if not root.is_dir():
         raise UsageError(f"--root {root}: not a folder")
     overrides: dict[str, Any] = {}
@@ -277,10 +285,30 @@ def print_text(reports: list[DraftReport], evidence: dict[str, list[Finding]]) -
             if f.hint:
                 print(f"    hint: {f.hint}")
     for r in reports:
-        print(f"{r.path}: {r.status.value}; required {_list(r.required_fields)}, covered "
-              f"{_list(r.covered_fields)}, missing {_list(r.missing_fields)}; coverage {r.coverage:.2f}")
+        print(summary_line(r))
     print(f"{len(reports)} draft(s): {counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s),"
           f" {counts[Severity.INFORMATION]} information")
+
+
+def summary_line(r: DraftReport) -> str:
+    """One line per draft: status and finding counts first, then fields and coverage (§7.5).
+
+    Coverage is only shown when the draft requires fields; with no active line carrying a
+    required field it is 1.00 by definition, and the line says so instead of looking like success.
+    """
+    counts = {s: 0 for s in Severity}
+    for f in r.findings:
+        counts[f.effective_severity] += 1
+    found = ", ".join(f"{n} {label}" for n, label in (
+        (counts[Severity.ERROR], "error(s)"), (counts[Severity.WARNING], "warning(s)")) if n) or "no problems"
+    line = f"{r.path}: {r.status.value} ({found})"
+    if not r.required_fields:
+        return line + "; no required fields"
+    line += (f"; required {_list(r.required_fields)}, covered {_list(r.covered_fields)},"
+             f" missing {_list(r.missing_fields)}")
+    if r.coverage == 1.0 and r.missing_fields:
+        return line + "; coverage 1.00 only because no active line carries a missing field"
+    return line + f"; coverage {r.coverage:.2f}"
 
 
 def _list(items: list[str]) -> str:
@@ -328,6 +356,39 @@ def cmd_index(args: argparse.Namespace) -> int:
             for f in fs:
                 print(f"{path}:{f.span.start_line + 1}:{f.span.start_col + 1}: "
                       f"{f.effective_severity.value} {f.code} {f.name}: {f.message}")
+    return EXIT_OK
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    """``grounding log``: every event (SPEC §4, §9), so ``check --at N`` can be chosen.
+
+    Scans first (like every command), so the log is up to date with the evidence folder.
+    """
+    ws = open_workspace(args)
+    ws.scan()
+    entries = ws.store.log_entries(args.doc)
+    if args.format == "json":
+        print(json.dumps([{"seq": e.seq, "kind": e.kind, "doc_id": e.doc_id, "version": e.version,
+                           "sha256": e.sha256, "path": ws.config.evidence_display(e.path) if e.path else "",
+                           "reason": e.reason, "recorded_at": e.recorded_at,
+                           **({"memory": json.loads(e.data)} if e.data else {})} for e in entries],
+                         ensure_ascii=False, indent=1))
+        return EXIT_OK
+    for e in entries:
+        if e.data:  # memory hook (SPEC §11): memory:SCOPE/KEY and what the event did
+            from grounding_core.memory import MemoryEvent
+
+            event = MemoryEvent.from_row(e.seq, e.kind, e.version, e.data, e.recorded_at)
+            print(f"{e.seq:>6}  {e.recorded_at}  {e.kind:<6}  memory:{event.scope}/{event.key}"
+                  f"  {event.describe()}")
+            continue
+        where = ws.config.evidence_display(e.path) if e.path else ""
+        detail = f" sha256:{e.sha256[:12]} {where}" if e.kind == "import" else f" ({e.reason})"
+        print(f"{e.seq:>6}  {e.recorded_at}  {e.kind:<6}  {e.doc_id}@{e.version}{detail}")
+    if not entries:
+        print("the event log is empty" + (f" for {args.doc!r}" if args.doc else ""))
+    else:
+        print(f"{len(entries)} event(s); `grounding check --at N` checks against the state after event N")
     return EXIT_OK
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from grounding_core.config import load_config
+from grounding_core.config import find_workspace_root, load_config
 from grounding_core.memory import MemoryEntry, MemoryWriteError, entry_status, parse_memory_id, parse_memory_unit
 from grounding_core.store import Store
 
@@ -37,7 +37,9 @@ def add_parser(sub: Any) -> None:
     acts = memory.add_subparsers(dest="memory_command", metavar="ACT")
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--root", type=Path, default=Path.cwd(), help="workspace root (default: cwd)")
+        p.add_argument("--root", type=Path, default=None,
+                       help="workspace root (default: the nearest folder at or above the current one"
+                       " holding grounding.toml, else the current folder)")
         p.add_argument("--format", choices=("text", "json"), default="text")
 
     add = acts.add_parser("add", help="remember a value: the next version of SCOPE/KEY")
@@ -87,7 +89,7 @@ def _guarded(act: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
 
 
 def _store(args: argparse.Namespace, writing: bool) -> Store:
-    root: Path = args.root
+    root: Path = args.root if args.root is not None else find_workspace_root(Path.cwd())
     if not root.is_dir():
         raise MemoryUsageError(f"--root {root}: not a folder")
     config = load_config(root)
