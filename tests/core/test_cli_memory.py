@@ -152,3 +152,28 @@ def test_grounding_context_shows_memory_units_with_their_token_counts(
     code, out, _ = run(capsys, "context", "--root", root, "answers/q.md", "--format", "json")
     kept = [u["unit"] for u in json.loads(out)["kept"]]
     assert kept[0] == f"memory:{SCOPE}/语言@1" and "notice@1:1-1" in kept
+
+
+def test_grounding_log_shows_memory_events_with_their_entry(
+        root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run(capsys, "memory", "add", "--root", root, "--scope", SCOPE, "--key", "语言", "--value", "中文")
+    run(capsys, "memory", "approve", "--root", root, f"memory:{SCOPE}/语言@1", "--by", "王芳")
+    code, out, _ = run(capsys, "log", "--root", root, "--format", "json")
+    assert code == 0
+    memory_events = [e for e in json.loads(out) if "memory" in e]
+    assert [(e["kind"], e["memory"]) for e in memory_events] == [
+        ("remember", {"scope": SCOPE, "key": "语言", "value": "中文", "approved_by": None}),
+        ("approve", {"scope": SCOPE, "key": "语言", "by": "王芳"})]
+    code, out, _ = run(capsys, "log", "--root", root)
+    assert f"remember  memory:{SCOPE}/语言  remember @1 语言：中文 (a proposal)" in out
+    assert f"approve  memory:{SCOPE}/语言  approve @1 by 王芳" in out
+
+
+def test_memory_finds_the_workspace_upward_like_the_other_commands(
+        root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    write_files(root, {"grounding.toml": "", "answers/deep/x.md": "x\n"})
+    monkeypatch.chdir(root / "answers" / "deep")
+    code, out, _ = run(capsys, "memory", "add", "--scope", SCOPE, "--key", "语言", "--value", "中文",
+                       "--approved-by", "王芳")
+    assert code == 0 and (root / ".grounding" / "index.sqlite").is_file()
+    assert not (root / "answers" / "deep" / ".grounding").exists()
