@@ -1,5 +1,27 @@
-"""Grounding: the public package.
+"""Grounding: check that every claim of an answer cites a verbatim, current, visible line of evidence.
 
-``grounding.cli`` is the command line (``grounding check|index|...``). The checks themselves
-live in :mod:`grounding_core`; the language server in :mod:`server`.
+The public Python API (SPEC §14)::
+
+    import grounding
+
+    report = grounding.verify(answer, root="path/to/workspace", context=hits)
+    report.status, report.ok, report.diagnostics
+
+    with grounding.Verifier("path/to/workspace") as verifier:   # open the index once
+        for answer, hits in runs:
+            verifier.verify(answer, context=hits)
+
+``answer`` is the SPEC §5.2 JSON answer (a dict, JSON text or :class:`Answer`); ``context``
+the units the model was shown (SPEC §6 log units). The report is :class:`Report`, the §9
+draft object. Optional integrations: :mod:`grounding.langchain` (``grounding[langchain]``)
+and ``grounding mcp`` (``grounding[mcp]``). ``grounding.cli`` is the command line; the checks
+themselves live in :mod:`grounding_core`.
 """
+
+from .api import IndexReader, IndexView, Verifier, verify
+from .models import Answer, Claim, ContextLog, Diagnostic, LinesUnit, Report, TextUnit, json_schema
+
+__all__ = [
+    "Answer", "Claim", "ContextLog", "Diagnostic", "IndexReader", "IndexView", "LinesUnit", "Report",
+    "TextUnit", "Verifier", "json_schema", "verify",
+]

@@ -1,7 +1,7 @@
 """``grounding``: the command line (SPEC §9).
 
-Commands: ``check`` (the CI job), ``index``, ``conflicts``, ``context``, ``answer``, ``memory``
-(``grounding.cli.memory``), ``lsp``.
+Commands: ``check`` (the CI job), ``index``, ``conflicts``, ``context``, ``answer``, ``cite``,
+``schema``, ``mcp``, ``memory`` (``grounding.cli.memory``), ``lsp``.
 Exit status: 0 no error-severity finding, 1 some, 2 usage or configuration error.
 Columns printed are 1-based code points, ``end_column`` exclusive.
 """
@@ -21,7 +21,8 @@ from grounding_core.model import DraftReport, Finding, Severity
 from grounding_core.store import IndexError_, ScanResult
 from grounding_core.workspace import Workspace
 
-from . import sarif
+from ..report import finding_json, fingerprint_map, report_json
+from . import baseline, cite, pipelines, sarif
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
@@ -69,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--format", choices=("text", "json", "sarif"), default="text")
     check.add_argument("--fix", action="store_true", help="apply safe fixes (quote, re-anchor) to the drafts")
     check.add_argument("--at", type=int, metavar="N", help="check against the index after its first N events")
-    check.set_defaults(run=cmd_check)
+    _pipeline_check_options(check)
 
     index = sub.add_parser("index", help="update the index and print a summary")
     common(index)
@@ -103,6 +104,8 @@ def _parser() -> argparse.ArgumentParser:
     log.add_argument("--doc", metavar="DOC_ID", help="only this document's events")
     log.add_argument("--format", choices=("text", "json"), default="text")
     log.set_defaults(run=cmd_log)
+
+    _pipeline_commands(sub, common)
 
     from . import memory as memory_cli  # memory hook (SPEC §11): grounding memory ...
 
@@ -177,10 +180,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.fix:
         reports = _apply_fixes(ws, reports, state)
     evidence = {ws.config.evidence_display(p): fs for p, fs in sorted(scan.evidence.items())}
+    fingerprints = fingerprint_map(ws.config.root, reports, evidence)
+    reports, evidence = _apply_baseline(args, reports, evidence, fingerprints)
     if args.format == "json":
-        print(json.dumps(report_json(reports, evidence), ensure_ascii=False, indent=1))
+        print(json.dumps(report_json(reports, evidence, fingerprints), ensure_ascii=False, indent=1))
     elif args.format == "sarif":
-        print(json.dumps(sarif.report(reports, evidence, ws.config.root), ensure_ascii=False, indent=1))
+        print(json.dumps(sarif.report(reports, evidence, ws.config.root, fingerprints), ensure_ascii=False,
+                         indent=1))
     else:
         print_text(reports, evidence)
     errors = sum(r.error_count for r in reports) + sum(
@@ -236,44 +242,6 @@ def _apply_fixes(ws: Workspace, reports: list[DraftReport], state: Any) -> list[
     return out
 
 
-def finding_json(f: Finding) -> dict[str, Any]:
-    """SPEC §9 diagnostic object (1-based line/column, code points, end exclusive)."""
-    out: dict[str, Any] = {
-        "code": f.code, "name": f.name, "severity": f.effective_severity.value,
-        "line": f.span.start_line + 1, "column": f.span.start_col + 1,
-        "end_line": f.span.end_line + 1, "end_column": f.span.end_col + 1,
-        "message": f.message,
-    }
-    if f.hint:
-        out["hint"] = f.hint
-    if f.citation:
-        out["citation"] = f.citation
-    if f.related:
-        out["related"] = [{"path": r.path, "line": r.line, **({"message": r.message} if r.message else {})}
-                          for r in f.related]
-    if f.fix:
-        out["fix"] = {"title": f.fix.title, "new_text": f.fix.new_text}
-    return out
-
-
-def report_json(reports: list[DraftReport], evidence: dict[str, list[Finding]]) -> dict[str, Any]:
-    return {
-        "drafts": [
-            {
-                "path": r.path, "status": r.status.value, "required_fields": r.required_fields,
-                "covered_fields": r.covered_fields, "missing_fields": r.missing_fields,
-                "field_completeness": r.field_completeness, "coverage": r.coverage,
-                "same_key_sources_checked": r.same_key_sources_checked,
-                **({"output_tokens": r.output_tokens, "output_reserve": r.output_reserve}
-                   if r.output_tokens is not None else {}),
-                "diagnostics": [finding_json(f) for f in r.findings],
-            }
-            for r in reports
-        ],
-        "evidence": [{"path": p, "diagnostics": [finding_json(f) for f in fs]} for p, fs in evidence.items()],
-    }
-
-
 def print_text(reports: list[DraftReport], evidence: dict[str, list[Finding]]) -> None:
     """Compiler-style lines: ``path:line:col: severity CODE name: message`` + a hint line."""
     counts = {s: 0 for s in Severity}
@@ -313,6 +281,60 @@ def summary_line(r: DraftReport) -> str:
 
 def _list(items: list[str]) -> str:
     return "[" + ", ".join(items) + "]"
+
+
+# -- pipelines: check --baseline/--drafts-only, cite, schema, mcp (SPEC §9, §14) ----------------
+
+
+def _pipeline_check_options(check: argparse.ArgumentParser) -> None:
+    check.add_argument("--baseline", type=Path, metavar="FILE",
+                       help="report only findings not in FILE (an earlier --format sarif or json report)")
+    check.add_argument("--drafts-only", action="store_true",
+                       help="check only the given paths that are drafts by the configured globs (pre-commit)")
+    check.set_defaults(run=cmd_check_paths)
+
+
+def cmd_check_paths(args: argparse.Namespace) -> int:
+    """``check``, with ``--drafts-only`` narrowing the paths first (none left: nothing to check)."""
+    if args.drafts_only and args.paths:
+        if not pipelines.workspace_root(args).is_dir():
+            raise UsageError(f"--root {args.root}: not a folder")
+        kept = pipelines.drafts_only(args)
+        if kept is None:
+            print(f"grounding: no drafts among the {len(args.paths)} path(s) given; nothing to check",
+                  file=sys.stderr)
+            return EXIT_OK
+        args.paths = kept
+    return cmd_check(args)
+
+
+def _apply_baseline(args: argparse.Namespace, reports: list[DraftReport], evidence: dict[str, list[Finding]],
+                    fingerprints: dict[int, str]) -> tuple[list[DraftReport], dict[str, list[Finding]]]:
+    if getattr(args, "baseline", None) is None:
+        return reports, evidence
+    try:
+        known = baseline.load(args.baseline)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    reports, evidence, hidden = baseline.apply(known, reports, evidence, fingerprints)
+    print(f"grounding: baseline {args.baseline}: {hidden} known finding(s) not reported", file=sys.stderr)
+    return reports, evidence
+
+
+def _pipeline_commands(sub: Any, common: Any) -> None:
+    cite.add_parser(sub, common)
+    sub.choices["cite"].set_defaults(run=cmd_cite)
+    pipelines.add_schema_parser(sub)
+    mcp = sub.add_parser("mcp", help="serve the MCP tools (check_answer, cite, search_evidence, compile_context)"
+                         " on stdio")
+    common(mcp)
+    mcp.set_defaults(run=pipelines.cmd_mcp)
+
+
+def cmd_cite(args: argparse.Namespace) -> int:
+    if args.target is None and args.grep is None:
+        raise UsageError("give PATH:LINE, DOC_ID[@VERSION][:LINE], DOC_ID --grep TEXT or --grep TEXT")
+    return cite.run(args, open_workspace(args))
 
 
 # -- index / conflicts -------------------------------------------------------------------------

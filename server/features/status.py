@@ -9,7 +9,9 @@ notification ``grounding/status`` with::
      "errors": int, "warnings": int,
      "memoryClaims": int, "validMemoryClaims": int}          # SPEC §11 memory claims
 
-(the VS Code client's status bar reads it; a closed draft sends nothing). ``textDocument/
+(the VS Code client's status bar reads it; a closed draft sends nothing). An opened document
+that is not a draft gets ``{"uri": str, "status": null}`` once, so that a client showing a
+"checking" state until the first status knows there is nothing to wait for. ``textDocument/
 codeLens`` puts one lens on line 0 of each draft, titled like
 ``answered · 2/2 claims valid · 0 conflicts · 218/240 output tokens`` (``218 output tokens``
 when the draft declares no reserve), whose command ``grounding.showContext [uri]`` returns the
@@ -31,7 +33,7 @@ from server.features import memory as memory_feature
 from server.features.actions import current_result
 
 if TYPE_CHECKING:
-    from server.app import GroundingServer, ServerState
+    from server.app import DocumentEvent, GroundingServer, ServerState
     from server.engine import DraftResult
 
 __all__ = ["STATUS_NOTIFICATION", "lens_title", "register", "status_params"]
@@ -79,6 +81,14 @@ def register(server: GroundingServer, state: ServerState) -> None:
         if result is not None:
             server.protocol.notify(STATUS_NOTIFICATION, status_params(uri, result.report))
         _request_refresh(server, refresh)
+
+    @state.on_document
+    async def on_document(ls: GroundingServer, event: DocumentEvent) -> None:
+        if event.kind != "open":
+            return
+        await engine.indexed.wait()  # before it, the drafts globs are not known
+        if engine.draft_rel(event.uri) is None:
+            server.protocol.notify(STATUS_NOTIFICATION, {"uri": event.uri, "status": None})
 
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
     async def code_lens(ls: GroundingServer, params: types.CodeLensParams) -> list[types.CodeLens] | None:

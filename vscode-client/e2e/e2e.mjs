@@ -10,6 +10,13 @@
 //   statusbar    the status bar shows the draft's status (answered/partial/abstain/conflict)
 //   commands     "Reindex evidence" and "Show field conflicts" reach the server and show results
 //   settings     changing grounding.strict restarts the server with it in initializationOptions
+//   trust-notice the "not trusted" notification's link opens the trust editor, and granting trust
+//                removes the notification (from the toasts and the notification center)
+//   old-version  Go to Definition on a stale citation opens the old version read-only, as Markdown
+//   no-spinner   a Markdown file that is not a draft (README.md) shows no Grounding status item
+//   answer-new   "Draft an answer" with no draft open opens exactly one new untitled draft
+//   answer-draft "Draft an answer" in an open draft inserts into it: no new tab; the notification
+//                reads "status: <status>"
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -140,17 +147,21 @@ async function waitFor(what, fn, timeout = TIMEOUT, interval = 500) {
   throw new Error(`timed out after ${timeout / 1000}s waiting for ${what}`);
 }
 
-/** Runs a command through the command palette (F1) by its visible title. */
+/**
+ * Runs a command through the command palette (F1) by its visible title, exactly: "View: Close
+ * Editor" must not run "View: Close Editor Group", which the palette may list first.
+ */
 async function runCommand(page, title) {
   await page.keyboard.press('F1');
   const input = page.locator('.quick-input-widget input');
   await input.waitFor({ state: 'visible', timeout: 10000 });
   await input.fill(`>${title}`);
-  await page
-    .locator('.quick-input-list .monaco-list-row', { hasText: title })
-    .first()
-    .waitFor({ state: 'visible', timeout: 10000 });
-  await page.keyboard.press('Enter');
+  const exact = new RegExp(`^${title.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`);
+  const row = page
+    .locator('.quick-input-list .monaco-list-row', { has: page.locator('.label-name', { hasText: exact }) })
+    .first();
+  await row.waitFor({ state: 'visible', timeout: 10000 });
+  await row.click();
 }
 
 /** Texts of the notification toasts on screen. */
@@ -244,17 +255,63 @@ function citations(text) {
   return out;
 }
 
-/** The Grounding status bar item whose accessible label starts with `prefix`, or null. */
+/** The visible Grounding status bar item whose accessible label starts with `prefix`, or null. */
 async function statusBarItem(page, prefix = 'Grounding') {
   return page.evaluate((p) => {
-    const el = [...document.querySelectorAll('.statusbar-item [aria-label], .statusbar-item[aria-label]')].find((e) =>
-      (e.getAttribute('aria-label') ?? '').startsWith(p),
+    const el = [...document.querySelectorAll('.statusbar-item [aria-label], .statusbar-item[aria-label]')].find(
+      (e) => (e.getAttribute('aria-label') ?? '').startsWith(p) && e.checkVisibility(),
     );
     if (!el) {
       return null;
     }
     return { label: el.getAttribute('aria-label') ?? '', text: (el.textContent ?? '').trim() };
   }, prefix);
+}
+
+/** The status bar's language mode item ("Markdown", "Plain Text", ...), or null. */
+async function languageMode(page) {
+  const item = page.locator('[id="status.editor.mode"]');
+  return (await item.count()) > 0 ? ((await item.first().textContent()) ?? '').trim() : null;
+}
+
+/** Accessible labels of the editor tabs, in order. */
+async function tabLabels(page) {
+  return page.locator('.tabs-container .tab').evaluateAll((tabs) => tabs.map((t) => t.getAttribute('aria-label') ?? ''));
+}
+
+/** The active editor's visible lines (no-break spaces as spaces). */
+async function visibleLines(page) {
+  return (await page.locator('.editor-instance .monaco-editor .view-line').allTextContents()).map((l) =>
+    l.replace(/\u00a0/g, ' '),
+  );
+}
+
+/** Focuses the tab whose label starts with `base` and waits until it is active. */
+async function focusTab(page, base) {
+  await page.locator(`.tabs-container .tab[aria-label^="${base}"]`).first().click();
+  await page.locator(`.tabs-container .tab.active[aria-label^="${base}"]`).first().waitFor({ timeout: 10000 });
+}
+
+/** Answers the two input boxes of "Grounding: Draft an answer". */
+async function draftAnswer(page, question, fields) {
+  await runCommand(page, 'Grounding: Draft an answer');
+  const input = page.locator('.quick-input-widget input');
+  for (const [step, value] of [
+    ['1/2', question],
+    ['2/2', fields],
+  ]) {
+    await page.locator('.quick-input-widget .quick-input-title', { hasText: step }).waitFor({ state: 'visible', timeout: 10000 });
+    await input.fill(value);
+    await page.keyboard.press('Enter');
+  }
+}
+
+/** Texts in the notification center (opened and closed again). */
+async function notificationCenter(page) {
+  await runCommand(page, 'Notifications: Show Notifications');
+  const center = page.locator('.notifications-center');
+  await center.waitFor({ state: 'visible', timeout: 10000 });
+  return center.locator('.notification-list-item-message').allTextContents();
 }
 
 async function main() {
@@ -295,6 +352,7 @@ async function main() {
 
     // --- restricted mode: decline the startup trust prompt, open the draft: the server must not
     // start, and the user is told (status bar item + warning)
+    let trustLink = false;
     const noTrustButton = page.getByRole('button', { name: /No, I don't trust the authors/i });
     let dialog = false;
     try {
@@ -316,7 +374,7 @@ async function main() {
           20000,
         );
         const toast = await waitFor(
-          'the "not trusted" warning',
+          'the "not trusted" notification',
           async () => (await toasts(page)).find((t) => /not trusted/i.test(t)) ?? null,
           20000,
         );
@@ -324,15 +382,26 @@ async function main() {
         record(
           'untrusted',
           !started,
-          `status bar "${item.text}" (${item.label}); warning "${toast.trim().slice(0, 90)}…"` +
+          `status bar "${item.text}" (${item.label}); notification "${toast.trim().slice(0, 90)}…"` +
             (started ? '; BUT the output channel says the server started' : '; server not started'),
         );
       } catch (error) {
         record('untrusted', false, error.message);
       }
       await shot(page, 'restricted-mode');
-      // --- grant trust as a person would: Manage Workspace Trust, then "Trust"
-      await runCommand(page, 'Workspaces: Manage Workspace Trust');
+      // --- grant trust as a person would: the notification's "Manage Workspace Trust" link (else
+      // the command of that name), then "Trust"
+      const link = page.locator('.notifications-toasts .notification-list-item-message a', {
+        hasText: 'Manage Workspace Trust',
+      });
+      trustLink = (await link.count()) > 0;
+      if (trustLink) {
+        await link.first().click();
+        log('clicked "Manage Workspace Trust" in the Grounding notification');
+      } else {
+        log('the Grounding notification has no "Manage Workspace Trust" link: using the command');
+        await runCommand(page, 'Workspaces: Manage Workspace Trust');
+      }
       const trust = page.locator('.workspace-trust-editor').getByRole('button', { name: /^Trust$/ }).first();
       await trust.waitFor({ state: 'visible', timeout: 20000 });
       await shot(page, 'trust-editor');
@@ -353,6 +422,31 @@ async function main() {
     } catch (error) {
       const item = await statusBarItem(page).catch(() => null);
       record('activation', false, `${error.message}; item: ${JSON.stringify(item)}`);
+    }
+
+    // --- the "not trusted" notification is gone once trust is granted: no toast, and not kept
+    // in the notification center either
+    if (dialog) {
+      try {
+        const notTrusted = (texts) => texts.filter((t) => /not trusted/i.test(t));
+        await waitFor('the "not trusted" toast to go away', async () => notTrusted(await toasts(page)).length === 0, 20000);
+        const center = await notificationCenter(page);
+        await shot(page, 'trust-granted-notifications');
+        await runCommand(page, 'Notifications: Hide Notifications');
+        await focusTab(page, path.basename(draft));
+        const left = notTrusted(center);
+        record(
+          'trust-notice',
+          trustLink && left.length === 0,
+          (trustLink ? 'its "Manage Workspace Trust" link opened the trust editor' : 'it had no "Manage Workspace Trust" link') +
+            `; after the grant no toast says "not trusted"; notification center: ${
+              left.length === 0 ? `${center.length} other notification(s)` : `still lists ${JSON.stringify(left)}`
+            }`,
+        );
+      } catch (error) {
+        record('trust-notice', false, `${error.message}; toasts: ${JSON.stringify(await toasts(page))}`);
+        await shot(page, 'trust-notice-failure');
+      }
     }
 
     // --- Problems panel: the draft's rows must carry every expected code
@@ -420,6 +514,40 @@ async function main() {
       }
       await shot(page, 'hover');
       await page.keyboard.press('Escape');
+    }
+
+    // --- Go to Definition on a stale citation: the old version opens read-only, as Markdown
+    const oldTarget = staleCites.find((c) => staleLines.has(c.line));
+    if (oldTarget === undefined) {
+      record('old-version', false, 'the Problems panel lists no stale citation (GR104) to go to');
+    } else {
+      const version = oldTarget.id.replace(/:\d+$/, ''); // returns-policy@1
+      try {
+        await gotoPosition(page, oldTarget.line, oldTarget.column + 1);
+        await runCommand(page, 'Go to Definition');
+        const tab = page.locator(`.tabs-container .tab.active[aria-label*="${version}"]`).first();
+        await tab.waitFor({ timeout: 20000 });
+        const quote = oldTarget.quote;
+        const lines = await waitFor(`${version} to show the cited line`, async () => {
+          const l = await visibleLines(page);
+          return l.some((x) => x === quote) ? l : null;
+        }, 20000);
+        const mode = await waitFor('the language mode Markdown', async () => ((await languageMode(page)) === 'Markdown' ? 'Markdown' : null), 10000).catch(
+          async () => languageMode(page),
+        );
+        const label = (await tab.getAttribute('aria-label')) ?? '';
+        await shot(page, 'old-version');
+        record(
+          'old-version',
+          mode === 'Markdown',
+          `Go to Definition on ${oldTarget.id} opened "${label}" (${lines.length} visible lines, the cited line "${quote}" among them); language mode: ${mode}`,
+        );
+        await runCommand(page, 'View: Close Editor');
+      } catch (error) {
+        record('old-version', false, `${error.message}; tabs: ${JSON.stringify(await tabLabels(page))}; language: ${await languageMode(page)}`);
+        await shot(page, 'old-version-failure');
+      }
+      await focusTab(page, path.basename(draft));
     }
 
     // --- quick fix "Re-anchor" on a stale citation that can be re-anchored
@@ -560,6 +688,107 @@ async function main() {
         record('settings', false, error.message);
       }
       await shot(page, 'after-settings-change');
+    }
+
+    // --- a Markdown file that is not a draft: no Grounding item (no "checking" spinner forever)
+    const other = 'README.md';
+    let otherOpen = false;
+    // Each wait starts from the draft, whose status item is visible: going from it to README.md
+    // either hides the item (fixed) or turns it into the spinner (never hidden in between).
+    const hiddenOn = async (what) => {
+      await waitFor(`no Grounding status bar item on ${what}`, async () => (await statusBarItem(page, 'Grounding')) === null, 30000);
+    };
+    const draftStatus = () => waitFor('the draft\'s status', async () => statusBarItem(page, 'Grounding status:'), 30000);
+    try {
+      await focusTab(page, path.basename(draft));
+      await draftStatus();
+      await openFile(page, other);
+      otherOpen = true;
+      await hiddenOn(`${other} (just opened)`);
+      // Switching away and back must not bring the spinner back either.
+      await focusTab(page, path.basename(draft));
+      const back = await draftStatus();
+      await focusTab(page, other);
+      await hiddenOn(`${other} (after switching back)`);
+      await shot(page, 'no-spinner');
+      record('no-spinner', true, `${other} (not a draft) shows no Grounding item, also after switching back; the draft shows "${back.text}" when active`);
+    } catch (error) {
+      const item = await statusBarItem(page).catch(() => null);
+      record('no-spinner', false, `${error.message}; item: ${JSON.stringify(item)}`);
+      await shot(page, 'no-spinner-failure');
+    }
+
+    // --- "Draft an answer" with no draft active: exactly one new untitled draft
+    const question = expected?.question ?? draftText.match(/^question: (.*)$/m)?.[1] ?? '收到货后多久内可以退货？';
+    const fields = (draftText.match(/^fields: \[(.*)\]$/m)?.[1] ?? '退货期限').split(',').map((f) => f.trim()).join(', ');
+    const untitled = (labels) => labels.filter((l) => /^Untitled-\d+/.test(l));
+    const statusToast = (where) => new RegExp(`answer ${where} \\(status: (answered|partial|abstain|conflict), \\d+ claims?`);
+    const badGrammar = /\ba (answered|abstain|partial|conflict)\b/;
+    if (otherOpen) {
+      try {
+        await focusTab(page, other);
+        const before = untitled(await tabLabels(page));
+        await draftAnswer(page, question, fields);
+        const toast = await waitFor('the "opened as a new draft" notification', async () =>
+          (await toasts(page)).find((t) => statusToast('opened as a new draft').test(t)) ?? null,
+        );
+        const after = untitled(await tabLabels(page));
+        const text = (await visibleLines(page)).join('\n');
+        await shot(page, 'answer-new');
+        const ok = after.length === before.length + 1 && text.includes('question:') && !badGrammar.test(toast);
+        record(
+          'answer-new',
+          ok,
+          `from ${other}: untitled tabs ${before.length} -> ${after.length} (${JSON.stringify(after)}); the new draft ${
+            text.includes('question:') ? 'has front matter' : 'lacks front matter'
+          }; notification "${toast.trim()}"`,
+        );
+        await runCommand(page, 'View: Revert and Close Editor');
+      } catch (error) {
+        record('answer-new', false, `${error.message}; tabs: ${JSON.stringify(await tabLabels(page))}; toasts: ${JSON.stringify(await toasts(page))}`);
+        await shot(page, 'answer-new-failure');
+      }
+    }
+
+    // --- "Draft an answer" in the open draft: inserted into it, no new tab, a grammatical notification
+    try {
+      await focusTab(page, path.basename(draft));
+      const labelsBefore = await tabLabels(page);
+      // Definition lines may wrap in the editor (Markdown wraps by default): match their start only.
+      const definitions = (lines) =>
+        lines.flatMap((l) => {
+          const m = /^\[\^([^\]]+)\]: (\S+@\d+:\d+) /.exec(l);
+          return m ? [{ label: m[1], id: m[2] }] : [];
+        });
+      const known = new Set([...cites.map((c) => c.label), ...definitions(await visibleLines(page)).map((c) => c.label)]);
+      await draftAnswer(page, question, fields);
+      const toast = await waitFor(`the "inserted into ${path.basename(draft)}" notification`, async () =>
+        (await toasts(page)).find((t) => statusToast(`inserted into ${path.basename(draft).replace('.', '\\.')}`).test(t)) ?? null,
+      );
+      await page.locator('.editor-instance .monaco-editor .view-lines').first().click();
+      await page.keyboard.press('Control+End');
+      const added = await waitFor('a new citation definition at the end of the draft', async () => {
+        const fresh = definitions(await visibleLines(page)).filter((c) => !known.has(c.label));
+        return fresh.length > 0 ? fresh : null;
+      }, 15000);
+      const labelsAfter = await tabLabels(page);
+      await shot(page, 'answer-draft');
+      const newTabs = labelsAfter.filter((l) => !labelsBefore.includes(l));
+      // Each inserted definition has its reference in an inserted claim sentence.
+      const lines = await visibleLines(page);
+      const claimOf = (label) => lines.find((l) => l.includes(`[^${label}]`) && !l.startsWith(`[^${label}]:`));
+      const unreferenced = added.filter((c) => claimOf(c.label) === undefined).map((c) => c.label);
+      const ok = newTabs.length === 0 && !badGrammar.test(toast) && unreferenced.length === 0;
+      record(
+        'answer-draft',
+        ok,
+        `notification "${toast.trim()}"; new tabs: ${JSON.stringify(newTabs)}; inserted ${added
+          .map((c) => `"${claimOf(c.label) ?? '(no claim references it)'}" [^${c.label}]: ${c.id}`)
+          .join(', ')}`,
+      );
+    } catch (error) {
+      record('answer-draft', false, `${error.message}; tabs: ${JSON.stringify(await tabLabels(page))}; toasts: ${JSON.stringify(await toasts(page))}`);
+      await shot(page, 'answer-draft-failure');
     }
 
     const finalItem = await statusBarItem(page, 'Grounding status:').catch(() => null);

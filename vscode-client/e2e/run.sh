@@ -38,7 +38,9 @@ E2E_TIMEOUT="${E2E_TIMEOUT:-90}"
 WORK="$E2E_DIR/.work"
 SCREENSHOTS="$E2E_DIR/screenshots"
 VSIX="$CLIENT_DIR/grounding-vscode.vsix"
-APT_PACKAGES=(libkrb5-dev ripgrep chromium fonts-wqy-microhei)
+# code-server's environment: its data and config dirs under $WORK, never in $HOME.
+CS_ENV=(VSCODE_CLI=1 "XDG_DATA_HOME=$WORK/xdg" "XDG_CONFIG_HOME=$WORK/xdg" "XDG_CACHE_HOME=$WORK/xdg/cache")
+APT_PACKAGES=(build-essential curl libkrb5-dev ripgrep chromium fonts-wqy-microhei)
 
 START_TIME=$(date +%s)
 step() { printf '\n\033[1;34m[e2e %4ss] == %s\033[0m\n' "$(($(date +%s) - START_TIME))" "$*"; }
@@ -124,15 +126,71 @@ seed_ripgrep_cache() {
   rm -rf "$tmp"
 }
 
+# Where node-gyp finds Node's headers. Without it node-gyp downloads them from the Node.js site
+# into ~/.cache/node-gyp (no network here, and $HOME may be new): Debian's nodejs ships them in
+# <prefix>/include/node, so point npm_config_nodedir at that prefix.
+node_headers_dir() {
+  local prefix
+  prefix="$(dirname "$(dirname "$(readlink -f "$(command -v node)")")")"
+  [[ -f "$prefix/include/node/node_api.h" && -f "$prefix/include/node/common.gypi" ]] ||
+    die "Node.js headers are missing: $prefix/include/node/{node_api.h,common.gypi} (node-gyp needs them to build code-server's native modules; install Node.js with its headers)"
+  echo "$prefix"
+}
+
+# code-server's version as it prints it ("4.100.3 <commit> with Code 1.100.3"), or "" when it does
+# not run. Its first run may print other lines first ("Wrote default config file ..."), so the
+# version is looked for on every line; --config and XDG_* keep it away from $HOME.
+code_server_version() {
+  [[ -x "$CODE_SERVER" ]] || return 0
+  cs_env "$CODE_SERVER" --config "$WORK/config.yaml" --version 2>/dev/null |
+    grep -m1 -E '^[0-9]+\.[0-9]+\.[0-9]+ [0-9a-f]{7,}' || true
+}
+
+# Runs a command with code-server's config, data and home-relative paths under $WORK.
+cs_env() {
+  env "${CS_ENV[@]}" "$@"
+}
+
+# What code-server's postinstall (postinstall.sh: `npm install` in lib/vscode and in
+# lib/vscode/extensions, symlinks) and its dependencies' install scripts leave behind. An npm
+# that skipped lifecycle scripts leaves none of it and says nothing, so each is checked by name.
+# Prints one line per missing piece; prints nothing when the install is complete.
+missing_postinstall() {
+  local pkg="$CODE_SERVER_PREFIX/node_modules/code-server" vs d
+  vs="$pkg/lib/vscode"
+  [[ -f "$pkg/out/node/entry.js" ]] || echo "$pkg/out/node/entry.js (the package itself)"
+  [[ -d "$vs/node_modules" ]] || echo "$vs/node_modules (postinstall.sh: npm install in lib/vscode)"
+  [[ -L "$vs/node_modules.asar" ]] || echo "$vs/node_modules.asar (postinstall.sh: symlink)"
+  [[ -e "$vs/bin/remote-cli/code-server" ]] || echo "$vs/bin/remote-cli/code-server (postinstall.sh: symlink)"
+  [[ -e "$vs/bin/helpers/browser.sh" ]] || echo "$vs/bin/helpers/browser.sh (postinstall.sh: symlink)"
+  [[ -d "$vs/extensions/node_modules" ]] || echo "$vs/extensions/node_modules (postinstall.sh: npm install in lib/vscode/extensions)"
+  [[ -x "$vs/node_modules/@vscode/ripgrep/bin/rg" ]] || echo "$vs/node_modules/@vscode/ripgrep/bin/rg (@vscode/ripgrep postinstall)"
+  # The native addons the Linux server loads (built by their install scripts, or shipped as
+  # prebuilt optional packages): each must load in this Node.js.
+  for d in node-pty @vscode/spdlog kerberos native-watchdog @parcel/watcher; do
+    node -e 'require(process.argv[1])' "$vs/node_modules/$d" >/dev/null 2>&1 ||
+      echo "$vs/node_modules/$d (native addon does not load: its install script did not run or failed)"
+  done
+  node -e 'require(require.resolve("argon2", { paths: [process.argv[1]] }))' "$pkg" >/dev/null 2>&1 ||
+    echo "argon2 for $pkg (native addon does not load: its install script did not run or failed)"
+}
+
 install_code_server() {
   step "2/8 code-server $CODE_SERVER_VERSION in $CODE_SERVER_PREFIX"
-  if [[ -x "$CODE_SERVER" ]] &&
-    "$CODE_SERVER" --version 2>/dev/null | grep -q "^$CODE_SERVER_VERSION "; then
-    info "already installed: $("$CODE_SERVER" --version 2>/dev/null | head -1)"
-    return
+  local version missing
+  version="$(code_server_version)"
+  if [[ "$version" == "$CODE_SERVER_VERSION "* ]]; then
+    missing="$(missing_postinstall)"
+    if [[ -z "$missing" ]]; then
+      info "already installed: $version"
+      return
+    fi
+    info "installed but incomplete, reinstalling; missing:"
+    printf '%s\n' "$missing" | sed 's/^/      /'
   fi
   command -v rg >/dev/null || die "ripgrep (rg) is missing"
-  local dl
+  local dl nodedir
+  nodedir="$(node_headers_dir)"
   dl="$(mktemp -d)"
   info "fetching code-server@$CODE_SERVER_VERSION from the npm registry"
   (cd "$dl" && npm pack --silent "code-server@$CODE_SERVER_VERSION" >/dev/null)
@@ -140,18 +198,30 @@ install_code_server() {
   rm -rf "$CODE_SERVER_PREFIX"
   mkdir -p "$CODE_SERVER_PREFIX"
   echo '{"name":"code-server-install","private":true}' >"$CODE_SERVER_PREFIX/package.json"
-  info "npm install (builds native modules; takes a few minutes; log: $WORK/code-server-install.log)"
+  info "npm install (builds native modules against $nodedir/include/node; takes a few minutes; log: $WORK/code-server-install.log)"
+  # unsafe_perm: postinstall.sh refuses to run as root without it; yes: no prompts;
+  # ignore_scripts=false: lifecycle scripts run whatever an npmrc says; foreground_scripts: their
+  # output lands in the log.
   if ! (cd "$CODE_SERVER_PREFIX" &&
-    npm_config_unsafe_perm=true npm_config_yes=true \
+    npm_config_unsafe_perm=true npm_config_yes=true npm_config_ignore_scripts=false \
+      npm_config_foreground_scripts=true npm_config_nodedir="$nodedir" \
       npm install --no-save --no-package-lock --no-audit --no-fund \
       "$dl/code-server-$CODE_SERVER_VERSION.tgz") >"$WORK/code-server-install.log" 2>&1; then
     tail -40 "$WORK/code-server-install.log" >&2
     die "code-server install failed (see $WORK/code-server-install.log)"
   fi
   rm -rf "$dl"
-  "$CODE_SERVER" --version | head -1 | grep -q "^$CODE_SERVER_VERSION " ||
-    die "code-server did not install"
-  info "installed: $("$CODE_SERVER" --version | head -1)"
+  missing="$(missing_postinstall)"
+  if [[ -n "$missing" ]]; then
+    printf '%s\n' "$missing" | sed 's/^/    missing: /' >&2
+    die "npm installed code-server but its install scripts did not all run (see $WORK/code-server-install.log)"
+  fi
+  version="$(code_server_version)"
+  if [[ "$version" != "$CODE_SERVER_VERSION "* ]]; then
+    cs_env "$CODE_SERVER" --config "$WORK/config.yaml" --version >&2 || true
+    die "code-server $CODE_SERVER_VERSION did not install: '$CODE_SERVER --version' printed no '$CODE_SERVER_VERSION <commit>' line"
+  fi
+  info "installed: $version"
 }
 
 # ------------------------------------------------------------------ 3. the Python package
@@ -199,12 +269,12 @@ prepare_profile() {
   rm -rf "$WORK/user-data" "$WORK/extensions" "$WORK/chromium" "$WORK/xdg"
   mkdir -p "$WORK/user-data/User" "$WORK/extensions" "$WORK/chromium" "$WORK/xdg" "$SCREENSHOTS"
   rm -f "$SCREENSHOTS"/*.png
-  "$CODE_SERVER" --user-data-dir "$WORK/user-data" --extensions-dir "$WORK/extensions" \
-    --install-extension "$VSIX" --force >"$WORK/install-extension.log" 2>&1 ||
+  cs_env "$CODE_SERVER" --config "$WORK/config.yaml" --user-data-dir "$WORK/user-data" \
+    --extensions-dir "$WORK/extensions" --install-extension "$VSIX" --force >"$WORK/install-extension.log" 2>&1 ||
     { cat "$WORK/install-extension.log" >&2; die "installing the .vsix into code-server failed"; }
   info "$(grep -i 'success\|installed' "$WORK/install-extension.log" | head -1)"
-  "$CODE_SERVER" --user-data-dir "$WORK/user-data" --extensions-dir "$WORK/extensions" \
-    --list-extensions --show-versions 2>/dev/null | sed 's/^/    extension: /'
+  cs_env "$CODE_SERVER" --config "$WORK/config.yaml" --user-data-dir "$WORK/user-data" \
+    --extensions-dir "$WORK/extensions" --list-extensions --show-versions 2>/dev/null | sed 's/^/    extension: /'
   # grounding.server.path is machine-overridable: in a remote window (code-server is one) VS Code
   # reads such settings from the Remote ("Machine") settings, not from the browser's User settings.
   mkdir -p "$WORK/user-data/Machine"
@@ -237,15 +307,6 @@ EOF
   "chat.commandCenter.enabled": false
 }
 EOF
-  cat >"$WORK/config.yaml" <<EOF
-bind-addr: 127.0.0.1:$E2E_PORT
-auth: none
-cert: false
-disable-telemetry: true
-disable-update-check: true
-user-data-dir: $WORK/user-data
-extensions-dir: $WORK/extensions
-EOF
 }
 
 # ------------------------------------------------------------------ 6. start code-server
@@ -254,8 +315,8 @@ start_code_server() {
   if curl -fsS -o /dev/null "http://127.0.0.1:$E2E_PORT/healthz" 2>/dev/null; then
     die "port $E2E_PORT is already serving something; set E2E_PORT"
   fi
-  VSCODE_CLI=1 XDG_DATA_HOME="$WORK/xdg" XDG_CONFIG_HOME="$WORK/xdg" \
-    setsid "$CODE_SERVER" --config "$WORK/config.yaml" --auth none --bind-addr "127.0.0.1:$E2E_PORT" \
+  # setsid and env both exec: $! is code-server's pid and its process group id.
+  setsid env "${CS_ENV[@]}" "$CODE_SERVER" --config "$WORK/config.yaml" --auth none --bind-addr "127.0.0.1:$E2E_PORT" \
     --disable-telemetry --disable-update-check --disable-getting-started-override \
     --ignore-last-opened >"$WORK/code-server.log" 2>&1 &
   CS_PID=$!
@@ -295,7 +356,23 @@ run_browser() {
   return "$rc"
 }
 
+# code-server's own config file: every code-server invocation gets --config, so none reads or
+# writes ~/.config/code-server (its first run would write a default one there and say so).
+write_config() {
+  mkdir -p "$WORK/xdg"
+  cat >"$WORK/config.yaml" <<EOF
+bind-addr: 127.0.0.1:$E2E_PORT
+auth: none
+cert: false
+disable-telemetry: true
+disable-update-check: true
+user-data-dir: $WORK/user-data
+extensions-dir: $WORK/extensions
+EOF
+}
+
 mkdir -p "$WORK" "$SCREENSHOTS"
+write_config
 info "repo $REPO_DIR, workspace $E2E_WORKSPACE, draft $E2E_DRAFT, expect $E2E_EXPECT_CODES"
 if [[ "${E2E_SKIP_INSTALL:-}" != 1 ]]; then
   install_apt
@@ -305,6 +382,10 @@ else
   step "1-3/8 installs skipped (E2E_SKIP_INSTALL=1)"
 fi
 [[ -x "$CODE_SERVER" ]] || die "code-server is not installed at $CODE_SERVER"
+if missing="$(missing_postinstall)" && [[ -n "$missing" ]]; then
+  printf '%s\n' "$missing" | sed 's/^/    missing: /' >&2
+  die "code-server in $CODE_SERVER_PREFIX is incomplete (run without E2E_SKIP_INSTALL=1 to reinstall it)"
+fi
 find_grounding
 build_vsix
 prepare_profile

@@ -75,10 +75,9 @@ function looksLikeWorkspaceEdit(value: unknown): boolean {
 
 /**
  * Acts on what a server command returned: a WorkspaceEdit (bare or under `edit`) is applied,
- * `{uri}` is opened, `{markdown}` without a target opens as a new untitled draft, and
- * `message` / `failureReason` are shown.
+ * `{uri}` is opened, and `message` / `failureReason` are shown.
  */
-async function handleResult(executed: Executed | undefined, openMarkdown = false): Promise<void> {
+async function handleResult(executed: Executed | undefined): Promise<void> {
   if (executed === undefined || executed.result === undefined || executed.result === null) {
     return;
   }
@@ -107,15 +106,74 @@ async function handleResult(executed: Executed | undefined, openMarkdown = false
   }
   if (typeof result.uri === 'string') {
     await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(vscode.Uri.parse(result.uri)));
-  } else if (openMarkdown && typeof result.markdown === 'string') {
-    const document = await vscode.workspace.openTextDocument({ language: 'markdown', content: result.markdown });
-    await vscode.window.showTextDocument(document);
   }
   if (typeof result.failureReason === 'string') {
     void vscode.window.showWarningMessage(`Grounding: the edit was not applied: ${result.failureReason}`);
   } else if (typeof result.message === 'string' && result.message.trim() !== '') {
     void vscode.window.showInformationMessage(`Grounding: ${result.message}`);
   }
+}
+
+/**
+ * grounding.draftAnswer's result. With a target draft (`uri` in the arguments) the server has
+ * inserted the answer into it (or returned the edit under `edit`, applied here): nothing else is
+ * opened. Without one, `markdown` opens as one new untitled Markdown document. The notification
+ * names the status as a value ("status: abstain"), the claim count and any missing fields.
+ */
+/** Reasons for which the server answers a question with no answer to insert (SPEC §13). */
+const REFUSED_QUESTIONS = new Set(['unsupported_terms', 'ambiguous_subject', 'no_field']);
+
+async function handleDraftAnswer(host: CommandHost, executed: Executed | undefined, wire: unknown[]): Promise<void> {
+  if (executed === undefined || !isObject(executed.result)) {
+    await handleResult(executed);
+    return;
+  }
+  const { client, result } = executed;
+  const arg = wire[0];
+  const target = isObject(arg) && typeof arg.uri === 'string' ? vscode.Uri.parse(arg.uri) : undefined;
+  if (typeof result.failureReason === 'string') {
+    void vscode.window.showWarningMessage(`Grounding: the answer was not inserted: ${result.failureReason}`);
+    return;
+  }
+  if (typeof result.status !== 'string') {
+    await handleResult(executed); // no answer (e.g. the budget leaves no room): the server says why
+    return;
+  }
+  if (typeof result.reason === 'string' && REFUSED_QUESTIONS.has(result.reason) && result.applied !== true) {
+    // the closed question grammar refused the question (SPEC §13): nothing was inserted, and
+    // the server's own window/showMessage names the unsupported terms or subjects
+    host.log(`grounding.draftAnswer: ${result.reason} ${JSON.stringify(result.unsupportedTerms ?? result.subjects)}`);
+    return;
+  }
+  let where: string;
+  if (target !== undefined) {
+    if (result.applied !== true) {
+      if (!looksLikeWorkspaceEdit(result.edit)) {
+        void vscode.window.showWarningMessage('Grounding: the server did not insert the answer into the draft.');
+        return;
+      }
+      const edit = await client.protocol2CodeConverter.asWorkspaceEdit(result.edit as WorkspaceEdit);
+      if (!(await vscode.workspace.applyEdit(edit))) {
+        void vscode.window.showWarningMessage('Grounding: the answer could not be inserted into the draft.');
+        return;
+      }
+    }
+    where = `inserted into ${path.posix.basename(target.path)}`;
+  } else {
+    if (typeof result.markdown !== 'string') {
+      await handleResult(executed);
+      return;
+    }
+    const document = await vscode.workspace.openTextDocument({ language: 'markdown', content: result.markdown });
+    await vscode.window.showTextDocument(document);
+    where = 'opened as a new draft';
+  }
+  const claims = Array.isArray(result.claims) ? result.claims.length : 0;
+  const missing = Array.isArray(result.missingFields) ? result.missingFields.filter((f) => typeof f === 'string') : [];
+  const missed = missing.length > 0 ? `; missing: ${missing.join(', ')}` : '';
+  void vscode.window.showInformationMessage(
+    `Grounding: answer ${where} (status: ${result.status}, ${plural(claims, 'claim')}${missed}).`,
+  );
 }
 
 function plural(n: number, word: string): string {
@@ -384,7 +442,8 @@ export function registerCommands(host: CommandHost): vscode.Disposable[] {
         }
         if (question.trim() === '' && target !== undefined) {
           // the server reads the draft's front matter; without fields the question grammar decides
-          await handleResult(await execute(host, 'grounding.draftAnswer', [{ uri: uriOf(target) }]), true);
+          const draftWire = [{ uri: uriOf(target) }];
+          await handleDraftAnswer(host, await execute(host, 'grounding.draftAnswer', draftWire), draftWire);
           return;
         }
         const fieldText = await vscode.window.showInputBox({
@@ -400,7 +459,7 @@ export function registerCommands(host: CommandHost): vscode.Disposable[] {
           { uri: target === undefined ? null : uriOf(target), question: question.trim(), fields: splitFields(fieldText) },
         ];
       }
-      await handleResult(await execute(host, 'grounding.draftAnswer', wire), true);
+      await handleDraftAnswer(host, await execute(host, 'grounding.draftAnswer', wire), wire);
     }),
 
     reg('grounding.fixAll', async (...args: unknown[]) => {

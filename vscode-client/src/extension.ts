@@ -38,6 +38,8 @@ class Controller implements CommandHost, vscode.Disposable {
   private client: LanguageClient | undefined;
   private queue: Promise<void> = Promise.resolve();
   private untrustedNoticeShown = false;
+  /** Closes the "not trusted" notification while it is on screen. */
+  private closeUntrustedNotice: (() => void) | undefined;
   /** launchKey() of the running client. */
   private startedWith: string | undefined;
   private stopping = false;
@@ -55,8 +57,9 @@ class Controller implements CommandHost, vscode.Disposable {
     this.output.show(true);
   }
 
+  /** A draft-like document (Markdown or *.answer.json on disk) that the server did not call a non-draft. */
   isDraft(document: vscode.TextDocument): boolean {
-    return isDraft(document);
+    return isDraft(document) && !this.status.isNotADraft(document.uri);
   }
 
   workspaceRoot(): vscode.Uri | undefined {
@@ -117,27 +120,45 @@ class Controller implements CommandHost, vscode.Disposable {
   }
 
   /**
-   * In Restricted Mode the status bar item always says so. The warning itself is shown when it
-   * matters: when a draft is (or gets) opened, or a command is run (`force`). At startup VS Code's
-   * own trust prompt is usually on screen, and a warning shown behind it would outlive a grant.
+   * In Restricted Mode the status bar item always says so. The notification itself is shown when
+   * it matters: when a draft is (or gets) opened, or a command is run (`force`). At startup VS
+   * Code's own trust prompt is usually on screen, and a notification shown behind it would
+   * outlive a grant. It is a progress notification, the only kind an extension can close:
+   * {@link trustGranted} closes it; its link opens the trust editor, Cancel dismisses it.
    */
   tellUntrusted(force: boolean): void {
     this.status.setMode('untrusted');
+    if (this.closeUntrustedNotice !== undefined) {
+      return; // already on screen
+    }
     const draftOpen = vscode.window.visibleTextEditors.some((e) => isDraft(e.document));
     if (!force && (this.untrustedNoticeShown || !draftOpen)) {
       return;
     }
     this.untrustedNoticeShown = true;
-    void vscode.window
-      .showWarningMessage(
-        'Grounding: this workspace is not trusted, so the Grounding language server was not started and citations are not checked. Trust the workspace to start it.',
-        'Manage Workspace Trust',
-      )
-      .then((action) => {
-        if (action === 'Manage Workspace Trust') {
-          void vscode.commands.executeCommand('workbench.trust.manage');
-        }
-      });
+    void vscode.window.withProgress(
+      {
+        location: vscode.ProgressLocation.Notification,
+        title:
+          'Grounding: this workspace is not trusted, so the Grounding language server was not started and citations are not checked. ' +
+          '[Manage Workspace Trust](command:workbench.trust.manage) to start it.',
+        cancellable: true,
+      },
+      (_progress, token) =>
+        new Promise<void>((resolve) => {
+          this.closeUntrustedNotice = resolve;
+          token.onCancellationRequested(() => resolve());
+        }).finally(() => {
+          this.closeUntrustedNotice = undefined;
+        }),
+    );
+  }
+
+  /** Trust was granted: the "not trusted" notification goes away and the server starts. */
+  trustGranted(): Promise<void> {
+    this.closeUntrustedNotice?.();
+    this.log('workspace trust granted: starting the server');
+    return this.start();
   }
 
   private async startNow(): Promise<void> {
@@ -296,8 +317,15 @@ function keepOwnCommands(client: LanguageClient): void {
 export const EVIDENCE_SCHEME = 'grounding-evidence';
 const VERSION_TEXT_REQUEST = 'grounding/versionText';
 
-/** Serves `grounding-evidence:/DOC_ID@VERSION` from the server's `grounding/versionText` (read-only). */
+/**
+ * Serves `grounding-evidence:/DOC_ID@VERSION` from the server's `grounding/versionText`
+ * (read-only), in the language the server names for it (`languageId`: Markdown for `.md`
+ * evidence). The URI has no file extension, so VS Code alone would pick Plain Text.
+ */
 class EvidenceVersionProvider implements vscode.TextDocumentContentProvider {
+  /** languageId per URI string, from the server's answers. */
+  private readonly languages = new Map<string, string>();
+
   constructor(private readonly host: CommandHost) {}
 
   async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
@@ -305,13 +333,27 @@ class EvidenceVersionProvider implements vscode.TextDocumentContentProvider {
     if (client === undefined) {
       return 'The Grounding server is not running, so this evidence version cannot be shown.';
     }
-    const result = await client.sendRequest<{ text?: unknown } | null>(VERSION_TEXT_REQUEST, {
+    const result = await client.sendRequest<{ text?: unknown; languageId?: unknown } | null>(VERSION_TEXT_REQUEST, {
       uri: uri.toString(true),
     });
     if (result === null || typeof result.text !== 'string') {
       return `Grounding has no indexed text for ${uri.path.replace(/^\//, '')}.`;
     }
+    if (typeof result.languageId === 'string' && result.languageId !== '') {
+      this.languages.set(uri.toString(), result.languageId);
+    }
     return result.text;
+  }
+
+  /** Gives an opened version document its language (default Markdown). Changing it reopens the document. */
+  applyLanguage(document: vscode.TextDocument): void {
+    if (document.uri.scheme !== EVIDENCE_SCHEME) {
+      return;
+    }
+    const language = this.languages.get(document.uri.toString()) ?? 'markdown';
+    if (document.languageId !== language) {
+      void vscode.languages.setTextDocumentLanguage(document, language);
+    }
   }
 }
 
@@ -323,9 +365,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   controller = new Controller(output, status);
   const ctl = controller;
   context.subscriptions.push(output, status, ctl, ...registerCommands(ctl));
+  const versions = new EvidenceVersionProvider(ctl);
   context.subscriptions.push(
-    vscode.workspace.registerTextDocumentContentProvider(EVIDENCE_SCHEME, new EvidenceVersionProvider(ctl)),
+    vscode.workspace.registerTextDocumentContentProvider(EVIDENCE_SCHEME, versions),
+    vscode.workspace.onDidOpenTextDocument((document) => versions.applyLanguage(document)),
   );
+  vscode.workspace.textDocuments.forEach((document) => versions.applyLanguage(document));
 
   context.subscriptions.push(
     vscode.window.onDidChangeActiveTextEditor((editor) => {
@@ -334,8 +379,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       }
     }),
     vscode.workspace.onDidGrantWorkspaceTrust(() => {
-      ctl.log('workspace trust granted: starting the server');
-      void ctl.start();
+      void ctl.trustGranted();
     }),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (RESTART_SETTINGS.some((s) => event.affectsConfiguration(s))) {

@@ -16,6 +16,12 @@ export interface DraftStatus {
   validMemoryClaims: number;
 }
 
+/** `grounding/status` with `status: null`: the document is open but is not a draft. */
+export interface NotADraft {
+  uri: string;
+  status: null;
+}
+
 export const STATUS_NOTIFICATION = 'grounding/status';
 
 const ICONS: Record<string, string> = {
@@ -30,11 +36,14 @@ function isNumber(value: unknown): value is number {
 }
 
 /** Accepts only well-formed params; anything else is ignored rather than shown wrong. */
-export function parseStatus(raw: unknown): DraftStatus | undefined {
+export function parseStatus(raw: unknown): DraftStatus | NotADraft | undefined {
   if (typeof raw !== 'object' || raw === null) {
     return undefined;
   }
   const p = raw as Record<string, unknown>;
+  if (typeof p.uri === 'string' && p.status === null) {
+    return { uri: p.uri, status: null };
+  }
   if (typeof p.uri !== 'string' || typeof p.status !== 'string') {
     return undefined;
   }
@@ -64,10 +73,15 @@ function key(uri: string): string {
   }
 }
 
-/** The status bar item for the active draft. */
+/**
+ * The status bar item for the active draft. A Markdown document counts as a draft until the
+ * server says otherwise (`status: null`); until its first status it shows "checking".
+ */
 export class StatusBar implements vscode.Disposable {
   private readonly item: vscode.StatusBarItem;
   private readonly statuses = new Map<string, DraftStatus>();
+  /** Documents the server said are not drafts (kept across server restarts: it says so again on open). */
+  private readonly notDrafts = new Set<string>();
   private mode: 'running' | 'untrusted' | 'starting' | 'failed' | 'stopped' = 'stopped';
   private detail = '';
   private readonly disposables: vscode.Disposable[] = [];
@@ -80,6 +94,7 @@ export class StatusBar implements vscode.Disposable {
       vscode.window.onDidChangeActiveTextEditor(() => this.render()),
       vscode.workspace.onDidCloseTextDocument((document) => {
         this.statuses.delete(key(document.uri.toString()));
+        this.notDrafts.delete(key(document.uri.toString()));
       }),
     );
     this.render();
@@ -94,9 +109,21 @@ export class StatusBar implements vscode.Disposable {
     this.render();
   }
 
-  update(status: DraftStatus): void {
-    this.statuses.set(key(status.uri), status);
+  update(status: DraftStatus | NotADraft): void {
+    const k = key(status.uri);
+    if (status.status === null) {
+      this.statuses.delete(k);
+      this.notDrafts.add(k);
+    } else {
+      this.notDrafts.delete(k);
+      this.statuses.set(k, status);
+    }
     this.render();
+  }
+
+  /** True when the server said this open document is not a draft. */
+  isNotADraft(uri: vscode.Uri): boolean {
+    return this.notDrafts.has(key(uri.toString()));
   }
 
   private render(): void {
@@ -121,7 +148,7 @@ export class StatusBar implements vscode.Disposable {
       return;
     }
     const editor = vscode.window.activeTextEditor;
-    if (editor === undefined || !this.isDraft(editor.document)) {
+    if (editor === undefined || !this.isDraft(editor.document) || this.isNotADraft(editor.document.uri)) {
       item.hide();
       return;
     }

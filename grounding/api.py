@@ -1,0 +1,560 @@
+"""The Python API: verify an LLM's answer in code (SPEC §14).
+
+``grounding.verify(answer, root=...)`` checks one answer; :class:`Verifier` opens a workspace
+and its index once and checks many answers cheaply (each check parses one answer and reads the
+frozen index state; nothing is rescanned unless you call :meth:`Verifier.refresh`).
+
+The checks are the core's (``grounding_core.verify.check_draft``): the same findings, status
+and coverage as ``grounding check`` and the editor. What this layer adds:
+
+- ``answer`` may be a dict, a JSON string or a pydantic model (SPEC §5.2 wire);
+- ``context`` is the list of units the model was shown (SPEC §6 log units — the pipeline's
+  retrieved hits); given, it **replaces** any ``context`` the answer declares (the hits are
+  what the model saw; an answer cannot widen its own context);
+- the report is a typed :class:`grounding.models.Report` (the §9 draft object), whose
+  diagnostics carry a JSON Pointer (``/claims/0/quote``) and a content fingerprint.
+
+Threads: a :class:`Verifier` may be used from several threads; checks read an immutable index
+state (:class:`IndexView`) and never wait for a scan in progress.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from grounding_core import cite as core_cite
+from grounding_core.budget import ContextUnit as CoreContextUnit
+from grounding_core.context import DEFAULT_LIMIT, DEFAULT_RESERVE, CompiledContext, compile_context
+from grounding_core.drafts import UNIT_RE, ContextSpec, ContextUnitSpec, ParsedDraft, parse_context_log, parse_draft
+from grounding_core.index import IndexSnapshot, SearchHit
+from grounding_core.model import DraftReport, Span
+from grounding_core.state import IndexState, MemorySnapshot
+from grounding_core.store import ProgressCallback, ScanResult, Store
+from grounding_core.text import LineIndex
+from grounding_core.verify import Visibility, check_draft
+from grounding_core.workspace import Workspace
+
+from .models import Citation, Claim, Report
+from .report import draft_json, fingerprints_of
+
+AnswerInput = dict[str, Any] | str | bytes | BaseModel
+"""A §5.2 answer: parsed JSON, JSON text, or a pydantic model (e.g. :class:`grounding.models.Answer`)."""
+
+UnitInput = dict[str, Any] | str | BaseModel | CoreContextUnit
+"""One context unit: a §6 log unit dict (``{"doc_id", "version", "lines" | "text"}``), a unit
+string (``"schedule@2"``, ``"notice@1:1-12"``), a pydantic unit model, or a compiled unit."""
+
+TodayInput = dt.date | str | None
+
+
+def _date(value: TodayInput) -> dt.date | None:
+    if value is None or isinstance(value, dt.date):
+        return value
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"today must be YYYY-MM-DD, got {value!r}") from None
+
+
+# -- reading the index ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IndexView:
+    """What a check reads: a frozen index state (and the same state as an
+    :class:`~grounding_core.index.IndexSnapshot`, which cite reads), a full-text search over the
+    same commit, and whether a scan is running (``indexing``: results may miss changes that
+    scan will commit).
+    """
+
+    state: IndexState
+    snapshot: IndexSnapshot
+    search: Callable[[str, int], list[SearchHit]]
+    indexing: bool
+    scanned: bool
+    """True once a scan of the evidence folder has completed in this process."""
+
+
+class _SearchStore:
+    """Wraps a search callable as the one ``Store`` method context compilation calls."""
+
+    def __init__(self, search: Callable[[str, int, bool], list[SearchHit]]) -> None:
+        self._search = search
+
+    def search(self, query: str, limit: int = 20, any_term: bool = False) -> list[SearchHit]:
+        return self._search(query, limit, any_term)
+
+
+class _CommittedSearch:
+    """``Store.search`` over a read-only SQLite connection of its own.
+
+    Today's :class:`Store` serialises every database access with one lock, which a scan holds
+    from start to commit; this connection reads the last commit instead (WAL mode lets a reader
+    run beside the writer). It borrows ``Store.search`` itself (the method touches only
+    ``_conn`` and ``_lock``), so the SQL is the store's, not a copy. Remove this class when
+    the store's reads stop waiting for a scan (see :meth:`IndexReader.view`).
+    """
+
+    search = Store.search
+
+    def __init__(self, path: str) -> None:
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(f"{Path(path).as_uri()}?mode=ro", uri=True, check_same_thread=False,
+                                     isolation_level=None, timeout=5)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+class IndexReader:
+    """One workspace's index, scanned in the foreground or in a background thread.
+
+    Readers call :meth:`view`, which never waits for a scan: while one runs, it returns the
+    state committed before it (``indexing=True``). Scans never overlap.
+    """
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self._scan_mutex = threading.Lock()
+        self._state = workspace.store.state  # no scan runs yet, so this does not wait
+        self._snapshot = MemorySnapshot(self._state, searcher=self._search)
+        self._scanned = False
+        self._last_scan = 0.0
+        self.last_scan: ScanResult | None = None
+        self.scan_error: BaseException | None = None
+        path = workspace.config.index_path if not workspace.warning else ":memory:"
+        self._committed: _CommittedSearch | None = None
+        if path != ":memory:":
+            try:
+                self._committed = _CommittedSearch(path)
+            except sqlite3.Error:
+                self._committed = None
+
+    # The one function every read goes through. It depends on the store's locking as follows:
+    # ``Store.state``, ``Store.snapshot()`` and ``Store.search`` take the store's lock, which
+    # ``Store.scan`` holds until it commits, so none is called here while a scan may run: the
+    # state is the frozen ``IndexState`` the last scan returned (or the one the store opened
+    # with), wrapped as a ``MemorySnapshot`` for the snapshot readers (cite), and search runs on
+    # a read-only SQLite connection of its own (``_CommittedSearch``, WAL). An in-memory index
+    # has no second connection; its search waits for a running scan. When the store's reads no
+    # longer wait for a scan, this becomes ``snapshot = store.snapshot()`` (and ``state`` goes
+    # once ``check_draft`` reads a snapshot), and ``_CommittedSearch`` is deleted.
+    def view(self) -> IndexView:
+        """The index as last committed, and whether a scan is running."""
+        state, snapshot = self._state, self._snapshot
+        if snapshot.state is not state:  # a scan swapped the state since the last view
+            snapshot = self._snapshot = MemorySnapshot(state, searcher=self._search)
+        return IndexView(state, snapshot, self._search, indexing=self.indexing, scanned=self._scanned)
+
+    def _search(self, query: str, limit: int, any_term: bool = False) -> list[SearchHit]:
+        if self._committed is not None:
+            try:
+                return self._committed.search(query, limit, any_term)
+            except sqlite3.Error:
+                pass  # e.g. the index file was replaced; fall back to the store's connection
+        return self.workspace.store.search(query, limit, any_term)
+
+    @property
+    def indexing(self) -> bool:
+        """True while a scan runs."""
+        return self._scan_mutex.locked()
+
+    def scan(self, progress: ProgressCallback | None = None) -> ScanResult:
+        """Scan now (waits for a scan already running), then publish the new state."""
+        with self._scan_mutex:
+            return self._scan_locked(progress)
+
+    def _scan_locked(self, progress: ProgressCallback | None) -> ScanResult:
+        try:
+            result = self.workspace.scan(progress)
+        except BaseException as exc:
+            self.scan_error = exc
+            raise
+        self._state = result.state
+        self._scanned = True
+        self._last_scan = time.monotonic()
+        self.last_scan = result
+        self.scan_error = None
+        return result
+
+    def refresh_if_idle(self, min_interval: float = 1.0) -> bool:
+        """Rescan (incrementally) unless a scan is running or one finished within ``min_interval``
+        seconds; returns True when it scanned. Never waits for another scan.
+        """
+        if time.monotonic() - self._last_scan < min_interval:
+            return False
+        if not self._scan_mutex.acquire(blocking=False):
+            return False
+        try:
+            self._scan_locked(None)
+        finally:
+            self._scan_mutex.release()
+        return True
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a running scan to end; True when none runs now."""
+        if not self._scan_mutex.acquire(timeout=timeout):
+            return False
+        self._scan_mutex.release()
+        return True
+
+    def start_background_scan(self, progress: ProgressCallback | None = None) -> threading.Thread:
+        """Start a scan in a daemon thread; :meth:`view` answers meanwhile from the last commit.
+
+        The scan mutex is taken before this returns, so :attr:`indexing` is already True.
+        A failing scan is kept in :attr:`scan_error` (and logged by the thread's excepthook).
+        """
+        self._scan_mutex.acquire()
+
+        def run() -> None:
+            try:
+                self._scan_locked(progress)
+            finally:
+                self._scan_mutex.release()
+
+        thread = threading.Thread(target=run, name="grounding-scan", daemon=True)
+        thread.start()
+        return thread
+
+    def close(self) -> None:
+        if self._committed is not None:
+            self._committed.close()
+        self.workspace.store.close()
+
+
+# -- the verifier --------------------------------------------------------------------------------
+
+
+class Verifier:
+    """Checks answers against one workspace's index; open once, check many (SPEC §14).
+
+    ``root`` is the workspace root (the folder with ``grounding.toml``); ``evidence``
+    overrides its evidence folder; ``today`` pins the date for activity checks (a
+    :class:`datetime.date` or ``"YYYY-MM-DD"``). ``scan=True`` brings the index up to date
+    now (incremental: only changed files are read); ``scan=False`` uses the index as stored.
+
+    Raises :class:`grounding_core.config.ConfigError` for a bad ``grounding.toml`` and
+    ``FileNotFoundError`` when the evidence folder does not exist (on scan).
+    """
+
+    def __init__(self, root: str | Path, *, evidence: str | Path | None = None, today: TodayInput = None,
+                 scan: bool = True) -> None:
+        overrides: dict[str, Any] = {}
+        if evidence is not None:
+            path = Path(evidence)
+            overrides["evidence"] = str(path.resolve() if path.is_absolute() else path)
+        self._init(Workspace.open(Path(root).resolve(), **overrides), today, scan)
+
+    @classmethod
+    def from_workspace(cls, workspace: Workspace, *, today: TodayInput = None, scan: bool = True) -> Verifier:
+        """A verifier over an already opened workspace (the CLI's)."""
+        self = cls.__new__(cls)
+        self._init(workspace, today, scan)
+        return self
+
+    def _init(self, workspace: Workspace, today: TodayInput, scan: bool) -> None:
+        self.workspace = workspace
+        self.config = workspace.config
+        self._today = _date(today)
+        self.reader = IndexReader(workspace)
+        if scan:
+            self.reader.scan()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def refresh(self) -> ScanResult:
+        """Rescan the evidence folder (incremental) so later checks see its changes."""
+        return self.reader.scan()
+
+    def close(self) -> None:
+        """Close the index."""
+        self.reader.close()
+
+    def __enter__(self) -> Verifier:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def today(self, today: TodayInput = None) -> dt.date:
+        """The date checks use: ``today`` if given, else the verifier's, the config's, the local date."""
+        return _date(today) or self._today or self.config.today_or()
+
+    @property
+    def state(self) -> IndexState:
+        """The index state checks read now."""
+        return self.reader.view().state
+
+    # -- checking ----------------------------------------------------------------------------
+
+    def verify(self, answer: AnswerInput, *, context: Iterable[UnitInput] | None = None,
+               today: TodayInput = None, path: str = "answer.json") -> Report:
+        """Check a JSON answer (SPEC §5.2) against the index and, when given, the units shown.
+
+        ``answer`` is a dict, JSON text (the model's raw output) or a pydantic model; a
+        string that is not JSON, or any key of the wrong type, is a ``malformed-citation``
+        diagnostic in the report, never an exception. ``context`` lists the units the model
+        was shown (SPEC §6); ``None`` keeps the answer's own ``context`` (and without one,
+        visibility is not checked: ``context-undeclared``). ``path`` names the answer in the
+        report. Returns the §9 draft object; ``report.ok`` is False when any diagnostic is an
+        error. Raises ValueError only for a bad ``today``.
+        """
+        return self.check(_answer_text(answer), kind="json", context=context, today=today, path=path)
+
+    def check(self, text: str, *, kind: str | None = None, context: Iterable[UnitInput] | None = None,
+              today: TodayInput = None, path: str | None = None) -> Report:
+        """Check a Markdown draft or a JSON answer given as text.
+
+        ``kind`` is ``"json"`` or ``"markdown"``; None decides by ``path`` (``.json``) or, without
+        a path, by whether the text starts with ``{``. Otherwise as :meth:`verify`.
+        """
+        kind = kind or _kind_of(text, path)
+        path = path or ("answer.json" if kind == "json" else "answer.md")
+        report = self.check_report(text, kind=kind, context=context, today=today, path=path)
+        fps = fingerprints_of(path, report.findings, text)
+        out = draft_json(report, fps)
+        if kind == "json":
+            pointers = _json_pointers(text)
+            for diagnostic, finding in zip(out["diagnostics"], report.findings, strict=True):
+                pointer = pointers.get(finding.span)
+                if pointer is not None:
+                    diagnostic["pointer"] = pointer
+        return Report.model_validate(out)
+
+    def check_report(self, text: str, *, kind: str, context: Iterable[UnitInput] | None = None,
+                     today: TodayInput = None, path: str = "answer.json",
+                     view: IndexView | None = None) -> DraftReport:
+        """:meth:`check` returning the core's :class:`DraftReport` (spans 0-based, code points)."""
+        view = view or self.reader.view()
+        day = self.today(today)
+        draft = parse_draft(text, kind)
+        if context is not None:
+            draft.context = context_spec(context, draft.context)
+        return check_draft(draft, view.state, self.config, day, path, self.workspace.read_text,
+                           self._compiler(view, day))
+
+    def verify_chunks(self, payload: dict[str, Any] | BaseModel, chunks: dict[str, UnitInput], *,
+                      fields: Iterable[str] | None = None, question: str | None = None,
+                      today: TodayInput = None, path: str = "answer.json") -> tuple[Report, dict[str, Any]]:
+        """Check a chunk-cited answer ``{"answer", "citations": [{"chunk_id", "quote"}]}``.
+
+        ``chunks`` maps every chunk id the model was shown to its SPEC §6 unit; the mapping to
+        claims is :mod:`grounding.adapters`' (documented there). Returns the report and the
+        §5.2 answer it checked (with the computed ``status`` and ``missing_fields``). Raises
+        :class:`grounding.adapters.ChunkError` for a citation of a chunk that was not shown.
+        """
+        from .adapters import answer_from_chunks, chunk_units
+
+        view = self.reader.view()
+        field_list = list(fields) if fields is not None else None
+        units = chunk_units(chunks)
+        wire = answer_from_chunks(payload, chunks, view.state, self.config, fields=field_list, question=question)
+        first = self.check_report(json.dumps(wire, ensure_ascii=False, indent=1), kind="json", context=units,
+                                  today=today, path=path, view=view)
+        wire["status"], wire["missing_fields"] = first.status.value, list(first.missing_fields)
+        return self.verify(wire, context=units, today=today, path=path), wire
+
+    def _compiler(self, view: IndexView, day: dt.date) -> Callable[[ContextSpec, ParsedDraft], Visibility]:
+        def compile_query(spec: ContextSpec, draft: ParsedDraft) -> Visibility:
+            store: Any = _SearchStore(view.search)  # compile_context reads only store.search
+            return compile_context(store, view.state, self.config, spec, draft.question or "", day).visibility()
+
+        return compile_query
+
+    # -- evidence ----------------------------------------------------------------------------
+
+    def compile(self, question: str, *, query: str | None = None, limit: int = DEFAULT_LIMIT,
+                reserve: int = DEFAULT_RESERVE, today: TodayInput = None,
+                view: IndexView | None = None) -> CompiledContext:
+        """Compile a context for ``question`` (SPEC §8): the best-ranked whole units of active
+        documents that fit in ``limit`` tokens, leaving ``reserve`` for the answer.
+
+        ``query`` is the search text (default: the question). The kept units
+        (``compiled.kept``) are the hits to show the model and to pass back as ``context``.
+        """
+        view = view or self.reader.view()
+        spec = ContextSpec("query", query=query or question, limit=limit, reserve=reserve)
+        store: Any = _SearchStore(view.search)
+        return compile_context(store, view.state, self.config, spec, question, self.today(today))
+
+    def cite(self, target: str | None = None, *, grep: str | None = None, limit: int = 20,
+             today: TodayInput = None, view: IndexView | None = None,
+             cwd: Path | None = None) -> core_cite.CiteResult:
+        """Verified citations of active evidence lines (``grounding cite``, SPEC §9).
+
+        ``target`` is ``PATH:LINE`` (an evidence file, relative to ``cwd``, the workspace root
+        or the evidence folder), ``DOC_ID[@VERSION][:LINE]``, or ``DOC_ID`` with ``grep``; with
+        no target, ``grep`` searches every active document. Raises
+        :class:`grounding_core.cite.CiteError` (with ``name`` and ``hint``) when nothing can be
+        cited, and ValueError for a target that is none of these forms.
+        """
+        view = view or self.reader.view()
+        day = self.today(today)
+        if target is None or not target.strip():
+            if grep is None:
+                raise ValueError("give a target (PATH:LINE or DOC_ID[@VERSION][:LINE]) or search text")
+            return core_cite.search_citations(view.snapshot, grep, day, limit)
+        located = self.evidence_path(target, cwd)
+        if located is not None:
+            rel, line = located
+            if line is None:
+                raise ValueError(f"{target}: give a line, e.g. {target}:14")
+            shown = self.config.evidence_display(rel)
+            citation = core_cite.cite_path(view.snapshot, rel, line, day, shown_path=shown)
+            if grep is not None and not core_cite.matches(citation.quote, grep):
+                raise core_cite.CiteError("no-match", f"{shown}:{line} does not contain '{grep}'")
+            return core_cite.CiteResult((citation,))
+        parsed = core_cite.parse_target(target)
+        if parsed is None:
+            raise ValueError(f"{target!r} is neither an evidence file with a line (PATH:LINE) nor"
+                             " DOC_ID[@VERSION][:LINE]")
+        if parsed.line is not None:
+            citation = core_cite.cite_line(view.snapshot, parsed.doc_id, parsed.line, day, parsed.version)
+            if grep is not None and not core_cite.matches(citation.quote, grep):
+                raise core_cite.CiteError("no-match", f"{citation.id} does not contain '{grep}'")
+            return core_cite.CiteResult((citation,))
+        return core_cite.cite_document(view.snapshot, parsed.doc_id, day, grep, parsed.version)
+
+    def evidence_path(self, target: str, cwd: Path | None = None) -> tuple[str, int | None] | None:
+        """``PATH[:LINE]`` naming an existing evidence file -> (path relative to the evidence root,
+        line or None); None when ``target`` names no file under the evidence folder.
+
+        Only the file's name is resolved (it is not read); a path outside the evidence folder
+        is None, so it is never read.
+        """
+        path_text, line = target, None
+        head, sep, tail = target.rpartition(":")
+        if sep and tail.isdigit() and head:
+            path_text, line = head, int(tail)
+        roots = [cwd or Path.cwd(), self.config.root, self.config.evidence_root]
+        for base in roots:
+            candidate = (base / path_text).resolve() if not Path(path_text).is_absolute() else Path(path_text).resolve()
+            if candidate.is_file() and candidate.is_relative_to(self.config.evidence_root):
+                return candidate.relative_to(self.config.evidence_root).as_posix(), line
+        return None
+
+
+def verify(answer: AnswerInput, *, root: str | Path, context: Iterable[UnitInput] | None = None,
+           today: TodayInput = None) -> Report:
+    """Check one answer against the workspace at ``root`` (SPEC §14); see :meth:`Verifier.verify`.
+
+    Opens the workspace, brings its index up to date, checks, and closes it. To check many
+    answers, open a :class:`Verifier` once instead.
+    """
+    with Verifier(root, today=today) as verifier:
+        return verifier.verify(answer, context=context)
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def _answer_text(answer: AnswerInput) -> str:
+    if isinstance(answer, bytes):
+        return answer.decode("utf-8", errors="replace")
+    if isinstance(answer, str):
+        return answer
+    if isinstance(answer, BaseModel):
+        data = answer.model_dump(mode="json", exclude_none=True)
+    else:
+        data = answer
+    try:
+        return json.dumps(data, ensure_ascii=False, indent=1)
+    except (TypeError, ValueError) as exc:
+        # not JSON-serialisable (a set, a date, ...): check its repr, which fails as malformed
+        return f"<not JSON: {exc}>"
+
+
+def _kind_of(text: str, path: str | None) -> str:
+    if path is not None:
+        return "json" if path.endswith(".json") else "markdown"
+    return "json" if text.lstrip("\ufeff \t\r\n").startswith("{") else "markdown"
+
+
+def context_spec(units: Iterable[UnitInput], declared: ContextSpec | None = None) -> ContextSpec:
+    """The pipeline's context as a SPEC §6 context (``limit``/``reserve`` kept from ``declared``).
+
+    Log units are validated by the core's context-log reader; a bad unit gives a spec with
+    ``error`` set, which the check reports as ``invalid-context`` (X is empty).
+    """
+    limit = declared.limit if declared is not None and declared.error is None else None
+    reserve = declared.reserve if declared is not None and declared.error is None else None
+    parsed: list[ContextUnitSpec] = []
+    logged: list[Any] = []
+    try:
+        items = list(units)
+    except TypeError:
+        return ContextSpec("units", error="the context must be a list of units", limit=limit, reserve=reserve)
+    for item in items:
+        if isinstance(item, CoreContextUnit):
+            logged.append({"doc_id": item.doc_id, "version": item.version, "lines": [item.start_line, item.end_line]})
+        elif isinstance(item, BaseModel):
+            logged.append(item.model_dump(mode="json"))
+        elif isinstance(item, str):
+            m = UNIT_RE.fullmatch(item)
+            if m is None:
+                return ContextSpec("units", error=f"context unit {item!r} is not DOC_ID@VERSION or"
+                                   " DOC_ID@VERSION:START-END", limit=limit, reserve=reserve)
+            start = int(m["start"]) if m["start"] else None
+            end = int(m["end"]) if m["end"] else start
+            if start is not None and end is not None and end < start:
+                return ContextSpec("units", error=f"context unit {item!r}: the range ends before it starts",
+                                   limit=limit, reserve=reserve)
+            parsed.append(ContextUnitSpec(m["doc_id"], int(m["version"]), start, end))
+        else:
+            logged.append(item)
+    if logged:
+        try:
+            parsed.extend(parse_context_log(json.dumps({"units": logged}, ensure_ascii=False)))
+        except (ValueError, TypeError) as exc:
+            return ContextSpec("units", error=f"pipeline context: {exc}", limit=limit, reserve=reserve)
+    return ContextSpec("units", units=tuple(parsed), limit=limit, reserve=reserve)
+
+
+def _json_pointers(text: str) -> dict[Span, str]:
+    """Span (as the core computes it) -> JSON Pointer, for the values and keys of a JSON text."""
+    import json_source_map
+
+    try:
+        entries = json_source_map.calculate(text)
+    except Exception:  # the library raises its own error types; the core reported the problem
+        return {}
+    index = LineIndex(text)
+    out: dict[Span, str] = {}
+
+    def span(start: Any, end: Any) -> Span:
+        a, b = index.position(start.position), index.position(end.position)
+        return Span(a[0], a[1], b[0], b[1])
+
+    for pointer, entry in entries.items():
+        out.setdefault(span(entry.value_start, entry.value_end), pointer)
+        if entry.key_start is not None and entry.key_end is not None:
+            out.setdefault(span(entry.key_start, entry.key_end), pointer)
+    return out
+
+
+def citation_model(config: Any, c: core_cite.Citation) -> Citation:
+    """A core citation as the :class:`grounding.models.Citation` model (path relative to the root)."""
+    claim = c.claim()
+    return Citation(footnote=c.footnote(), id=c.id, doc_id=c.doc_id, version=c.version, line=c.line,
+                    sha256=c.sha256, quote=c.quote, text=c.text, field=c.field, value=c.value,
+                    path=config.evidence_display(c.path),
+                    claim=Claim.model_validate(claim) if claim is not None else None)
+
+
+def units_of(compiled: CompiledContext) -> list[dict[str, Any]]:
+    """The kept units of a compiled context as SPEC §6 log units (``lines`` form)."""
+    return [{"doc_id": u.doc_id, "version": u.version, "lines": [u.start_line, u.end_line]} for u in compiled.kept]
+
+
+__all__ = ["IndexReader", "IndexView", "Verifier", "citation_model", "context_spec", "units_of", "verify"]

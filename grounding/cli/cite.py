@@ -1,0 +1,80 @@
+"""``grounding cite``: paste-ready verified citations (SPEC §9; the logic is grounding_core.cite).
+
+::
+
+    grounding cite evidence/x.md:14            # one line of an evidence file
+    grounding cite schedule:14                 # DOC_ID[:LINE], the active version
+    grounding cite schedule@2:14               # DOC_ID@VERSION:LINE (must be the active version)
+    grounding cite schedule --grep 活动时间     # the lines of one document that contain the text
+    grounding cite --grep 到账                  # active lines of every document that contain it
+    grounding cite schedule:14 --format json   # the citation and the eight-key JSON claim
+
+Text output is one Markdown definition per line on stdout (``[^1]: ID sha256:HEX12 "LINE"``),
+numbered from ``--label``; notes go to stderr. Exit status 0 when something was printed, 1
+when nothing can be cited (the message says why), 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from grounding_core.cite import CiteError
+from grounding_core.workspace import Workspace
+
+from ..api import Verifier, citation_model
+from ..models import Skipped
+
+EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
+CODES = {"unknown-source": "GR102", "stale-citation": "GR104", "inactive-source": "GR106", "meta-field": "GR112"}
+
+
+def add_parser(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
+    """Register ``cite`` on the ``grounding`` subparsers; ``common`` adds --root/--evidence/--today."""
+    p = sub.add_parser("cite", help="print paste-ready verified citations of evidence lines")
+    common(p)
+    p.add_argument("target", nargs="?", help="PATH:LINE, DOC_ID[@VERSION][:LINE] or DOC_ID (with --grep)")
+    p.add_argument("--grep", metavar="TEXT", help="only lines containing TEXT (verbatim or after NFKC)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--label", type=int, default=1, metavar="N", help="number the footnotes from N (default 1)")
+    p.add_argument("--limit", type=int, default=20, metavar="N", help="at most N citations for --grep across"
+                   " all documents (default 20)")
+
+
+def run(args: argparse.Namespace, ws: Workspace) -> int:
+    verifier = Verifier.from_workspace(ws, scan=True)
+    try:
+        result = verifier.cite(args.target, grep=args.grep, limit=args.limit)
+    except CiteError as exc:
+        code = CODES.get(exc.name)
+        reason = _index_problem(verifier, args.target) if exc.name == "unknown-source" else ""
+        print(f"grounding: error: {code + ' ' if code else ''}{exc.name}: {exc.message}{reason}", file=sys.stderr)
+        if exc.hint:
+            print(f"    hint: {exc.hint}", file=sys.stderr)
+        return EXIT_ERRORS
+    except ValueError as exc:
+        print(f"grounding: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.format == "json":
+        out = {"citations": [citation_model(ws.config, c).model_dump(mode="json") for c in result.citations],
+               "skipped": [Skipped.model_validate(s, from_attributes=True).model_dump() for s in result.skipped]}
+        print(json.dumps(out, ensure_ascii=False, indent=1))
+    else:
+        for i, citation in enumerate(result.citations):
+            print(citation.footnote(args.label + i))
+        for s in result.skipped:
+            print(f"grounding: note: {s.doc_id}:{s.line} left out: {s.message}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _index_problem(verifier: Verifier, target: str | None) -> str:
+    """Why an evidence file named by ``target`` is not in the index (its evidence finding), if known."""
+    scan = verifier.reader.last_scan
+    located = verifier.evidence_path(target) if target else None
+    if scan is None or located is None:
+        return ""
+    findings = scan.evidence.get(located[0], [])
+    return "".join(f"; {f.code} {f.name}: {f.message}" for f in findings[:2])
