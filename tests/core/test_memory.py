@@ -540,3 +540,21 @@ def test_memory_event_rows_round_trip() -> None:
     assert MemoryEvent.from_row(8, "forget", 0, forget.data(), "t") == forget
     with pytest.raises(ValueError):
         MemoryEvent.from_row(9, "import", 1, None, "t")
+
+
+def test_the_python_api_checks_memory_claims_against_the_units_shown(ws: Workspace) -> None:
+    import grounding
+
+    entry = ws.store.remember(SCOPE, KEY, "中文", approved_by="王芳")
+    claim = {"text": entry.quote, "quote": entry.quote, "id": entry.id, "scope": SCOPE, "key": KEY,
+             "version": 1, "sha256": entry.sha256}
+    wire = {"status": "answered", "claims": [claim], "missing_fields": [], "fields": [KEY]}
+    root = ws.config.root
+    for shown in ([f"memory:{SCOPE}"], [{"memory": entry.id}], [f"memory:{SCOPE}/语言"]):
+        report = grounding.verify(wire, root=root, context=shown, today=TODAY)
+        assert (report.status, [d.name for d in report.diagnostics]) == ("answered", []), shown
+    hidden = grounding.verify(wire, root=root, context=[{"doc_id": "notice", "version": 1, "lines": [5, 5]}],
+                              today=TODAY)
+    assert [d.name for d in hidden.diagnostics if d.severity == "error"] == ["invisible-source"]
+    bad = grounding.verify(wire, root=root, context=["memory:有 空格"], today=TODAY)
+    assert "invalid-context" in [d.name for d in bad.diagnostics]
