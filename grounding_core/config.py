@@ -3,12 +3,18 @@
 SPEC §2. Every key is optional. Paths are relative to the workspace root. Loading raises
 :class:`ConfigError` with a message naming the key; callers turn it into exit status 2 (CLI)
 or one ``window/showMessage`` and the defaults (server).
+
+Containment (SPEC §2): ``evidence`` and ``index`` given in a file must resolve inside the
+workspace root (a shared evidence folder elsewhere is given explicitly: ``--evidence``, the
+editor setting, :meth:`Config.with_overrides`); wherever it comes from, the index is never
+where the evidence walk reads and never replaces a file that is not a Grounding index.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import sqlite3
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
@@ -115,9 +121,16 @@ class Config:
         return spec
 
     def with_overrides(self, **changes: Any) -> Config:
-        """A copy with some keys replaced (CLI flags, LSP settings); validated like a file."""
+        """A copy with some keys replaced (CLI flags, LSP settings); validated like a file.
+
+        Explicit overrides may point outside the workspace root (a shared evidence folder);
+        the index rules of :func:`check_index` still hold. Raises :class:`ConfigError`.
+        """
         checked = _validate(changes, "override")
-        return replace(self, _specs={}, **checked)
+        config = replace(self, _specs={}, **checked)
+        if "index" in checked or "evidence" in checked:
+            check_index(config, "override" if "index" in checked else self.source)
+        return config
 
 
 def load_config(root: Path) -> Config:
@@ -145,7 +158,79 @@ def load_config(root: Path) -> Config:
     if not isinstance(table, dict):
         raise ConfigError(f"{source}: expected a table")
     checked = _validate(table, source)
-    return Config(root=root, source=source, **checked)
+    config = Config(root=root, source=source, **checked)
+    for key in ("evidence", "index"):
+        if key in checked and checked[key] != ":memory:":
+            target = (root / checked[key]).resolve()
+            if not target.is_relative_to(root):
+                raise ConfigError(
+                    f"{source}: {key} = {checked[key]!r} resolves to {target}, outside the workspace"
+                    f" root {root}; a file in the workspace may not point Grounding elsewhere"
+                    + (" (give a shared evidence folder with --evidence or the editor setting)"
+                       if key == "evidence" else ""))
+    check_index(config, source)
+    return config
+
+
+INDEX_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+"""Names under which an empty file may become the index (SQLite creates the file, then writes
+its header: a crash in between leaves an empty file that must not block the next run)."""
+
+_NEVER_WALKED = (".git", ".grounding")
+
+
+def check_index(config: Config, source: str) -> None:
+    """SPEC §2: the index is never where the evidence walk reads, and never replaces a file
+    that is not a Grounding index. Raises :class:`ConfigError` naming the key ``index``.
+
+    "Where the walk reads": under the evidence root, except inside ``.grounding`` or ``.git``
+    (never walked), so ``evidence = "."`` keeps the default ``.grounding/index.sqlite``.
+    A Grounding index is an SQLite database with an ``events`` table, or one with no
+    tables yet, or an empty file named ``*.sqlite``/``*.sqlite3``/``*.db``.
+    """
+    if config.index == ":memory:":
+        return
+    path = Path(config.index_path)
+    shown = f"{source}: index = {config.index!r}"
+    if path.is_relative_to(config.evidence_root):
+        inside = path.relative_to(config.evidence_root).parts[:-1]
+        if not any(part in _NEVER_WALKED for part in inside):
+            raise ConfigError(f"{shown} is inside the evidence folder {config.evidence_root}; the index"
+                              " must live outside it (the default is .grounding/index.sqlite)")
+    problem = _not_an_index(path)
+    if problem is not None:
+        raise ConfigError(f"{shown}: {path} {problem}; Grounding never replaces it. Choose a new"
+                          " file name (the default is .grounding/index.sqlite)")
+
+
+def _not_an_index(path: Path) -> str | None:
+    """Why the existing file at ``path`` is not a Grounding index, or None (also when absent)."""
+    try:
+        if not path.exists():
+            return None
+        if not path.is_file():
+            return "is not a regular file"
+        with path.open("rb") as handle:
+            header = handle.read(16)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if not header:
+        return None if path.name.endswith(INDEX_SUFFIXES) else "is an empty file that is not an index"
+    if header != b"SQLite format 3\x00":
+        return "is not an SQLite database"
+    try:
+        db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None  # the store opens it, or reports why it cannot
+    try:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error:
+        return None  # locked or mid-write: as above
+    finally:
+        db.close()
+    if tables and "events" not in tables:
+        return "is an SQLite database of another program"
+    return None
 
 
 _STR_LIST_KEYS = ("evidence_globs", "drafts", "field_separators", "meta_fields", "subject_fields",

@@ -20,6 +20,30 @@ from .model import FieldLine, Span
 from .text import shorten, split_lines, strip_bom
 
 LIST_MARKERS = ("- ", "* ", "+ ")
+"""The bullet markers (SPEC §3); ordered markers are in :data:`LIST_MARKER_RE`."""
+
+_DIGIT = "[0-9\uff10-\uff19]"  # ASCII or full-width ０-９
+_CJK_NUMERAL = "[一二三四五六七八九十]{1,3}"
+_SPACE = "[ \t\u3000]"
+LIST_MARKER_RE = re.compile(
+    rf"{_SPACE}*"                                   # indentation (U+3000 included)
+    rf"(?:[-*+] {_SPACE}*)?"                        # at most one bullet
+    r"(?:"                                          # at most one ordered marker:
+    rf"{_DIGIT}{{1,9}}(?:[.)] |[、．）])"             #   1. 2) 3、 4． 5） (1 to 9 digits)
+    rf"|[(]{_DIGIT}{{1,9}}[)] |（{_DIGIT}{{1,9}}）"    #   (6) （7）
+    rf"|{_CJK_NUMERAL}、|（{_CJK_NUMERAL}）"            #   一、 （二）
+    r"|[\u2460-\u2473]"                            #   ① to ⑳
+    rf"){{0,1}}{_SPACE}*"                           # and the spaces after them
+)
+"""SPEC §3/§15 list markers: what :func:`split_marker` removes from the start of a line.
+
+Anchored (``match``), no nested quantifiers: linear in the marker's length. Ten or more
+digits are not a marker (the ``{1,9}`` then needs a ``.``/``)``/``、`` where a digit is)."""
+
+_MARKER_START = frozenset(" \t\u3000-*+(（0123456789\uff10\uff11\uff12\uff13\uff14\uff15"
+                          "\uff16\uff17\uff18\uff19一二三四五六七八九十"
+                          + "".join(chr(c) for c in range(0x2460, 0x2474)))
+"""First characters a line with a list marker can start with (a fast path for field_lines)."""
 VERSION_RE = re.compile(r"[1-9][0-9]*")
 ISO_DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 DOC_ID_FORBIDDEN = re.compile(r"[\s@:\[\]\"]")
@@ -31,32 +55,60 @@ YAML_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoade
 """PyYAML's safe loader on libyaml when the wheel has it (about 10x faster), else pure Python."""
 
 
+YAML_MERGE_TAG = "tag:yaml.org,2002:merge"
+"""The tag PyYAML's resolver gives a plain ``<<`` key (YAML 1.1 merge keys)."""
+
 MAX_FRONT_MATTER_NESTING = 64
-"""Front matter nested deeper than this (brackets, or block indicators on one line) is
-refused before a YAML parser sees it: PyYAML's scanner slows down badly on deep flow
-nesting and libyaml's composer can overflow the C stack (a crash, not an exception)."""
+"""Front matter nested deeper than this (flow brackets, block collections) is refused before
+a YAML parser composes it: PyYAML's composer can overflow the C stack on deep nesting (a
+crash, not an exception), and its scanner slows down on deep flow nesting."""
 
 _BRACKETS = re.compile(r"[\[\]{}]")
 _BLOCK_RUN = re.compile(r"(?:[-?:](?:[ \t]+|$))+")
+_OPENS = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken, yaml.BlockSequenceStartToken,
+          yaml.BlockMappingStartToken)
+_CLOSES = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
 
 
 def front_matter_too_deep(source: str) -> bool:
-    """True when YAML ``source`` may nest deeper than :data:`MAX_FRONT_MATTER_NESTING`.
+    """True when YAML ``source`` nests collections deeper than :data:`MAX_FRONT_MATTER_NESTING`.
 
-    Counts open flow brackets (an upper bound: brackets inside quoted strings count too)
-    and the block indicators (``- ``, ``? ``, ``: ``) that start one line. Cheap: one regex
-    pass over the text.
+    Nesting is counted on the YAML scanner's tokens (collection starts and ends), so
+    brackets inside quoted or plain scalars never count (``title: "[[[…"`` is one string).
+    Cheap: a regex pass gives an upper bound first (brackets, block indicators starting a
+    line, line count), and only front matter over it is scanned, and only up to the limit.
+    A scanner error is not "too deep" (the composer reports it as a YAML error), except
+    libyaml's own nesting limit.
     """
+    if not _may_be_too_deep(source):
+        return False
     depth = 0
-    for match in _BRACKETS.finditer(source):
-        depth += 1 if match[0] in "[{" else -1
-        if depth > MAX_FRONT_MATTER_NESTING:
-            return True
+    try:
+        for token in yaml.scan(source, Loader=YAML_LOADER):
+            if isinstance(token, _OPENS):
+                depth += 1
+                if depth > MAX_FRONT_MATTER_NESTING:
+                    return True
+            elif isinstance(token, _CLOSES):
+                depth -= 1
+    except yaml.YAMLError as exc:
+        # libyaml's own limit (1000 levels) can fire while it still holds tokens back
+        return "nesting depth" in str(getattr(exc, "problem", "") or "")
+    return False
+
+
+def _may_be_too_deep(source: str) -> bool:
+    """An upper bound of :func:`front_matter_too_deep`: every level of nesting opens with a
+    flow bracket, or a block collection on a new line or after ``- ``/``? ``/``: `` at the
+    start of a line, so their count bounds the depth.
+    """
+    bound = sum(1 for match in _BRACKETS.finditer(source) if match[0] in "[{")
     for line in source.split("\n"):
         run = _BLOCK_RUN.match(line.lstrip(" "))
-        if run is not None and sum(run[0].count(c) for c in "-?:") > MAX_FRONT_MATTER_NESTING:
+        bound += 1 + (sum(run[0].count(c) for c in "-?:") if run is not None else 0)
+        if bound > MAX_FRONT_MATTER_NESTING:
             return True
-    return False
+    return bound > MAX_FRONT_MATTER_NESTING
 
 
 class EvidenceError(ValueError):
@@ -85,15 +137,22 @@ class FrontMatter:
 
 
 def split_marker(line: str) -> str:
-    """The line without one leading list marker (``- ``, ``* ``, ``+ ``)."""
-    for marker in LIST_MARKERS:
-        if line.startswith(marker):
-            return line[len(marker) :]
-    return line
+    """A line's ``text`` (SPEC §3, §15): the line without its indentation and list markers.
+
+    Removed from the start, in order: indentation (spaces, tabs, U+3000), at most one bullet
+    (``- ``, ``* ``, ``+ ``), at most one ordered marker (``1. ``, ``2) ``, ``3、``, ``１．``,
+    ``(4) ``, ``（5）``, ``一、``, ``（二）``, ``①``...), and the spaces after them. The one
+    marker rule of the product: evidence field lines, a claim's ``text``, the JSON ``text``
+    check and the answer generator all call it. ``"- 2. 发货时间：x"`` -> ``"发货时间：x"``.
+    """
+    if not line or line[0] not in _MARKER_START:
+        return line
+    match = LIST_MARKER_RE.match(line)
+    return line[match.end():] if match is not None and match.end() else line
 
 
 def parse_field_line(line: str, separators: Sequence[str]) -> FieldLine | None:
-    """SPEC §3 field line: after one list marker, text holding a separator.
+    """SPEC §3 field line: after the list markers (:func:`split_marker`), text holding a separator.
 
     ``field`` is the text before the earliest separator, stripped; ``value`` the text after
     it, stripped. Returns None when no separator occurs or the field would be empty.
@@ -195,6 +254,13 @@ def parse_front_matter(lines: Sequence[str]) -> FrontMatter:
                 hint=f"Keep one {key!r} line.",
             )
         seen.add(key)
+        if key_node.tag == YAML_MERGE_TAG:
+            raise EvidenceError(
+                "invalid-front-matter",
+                "a YAML merge key ('<<') is not supported in front matter: it could carry"
+                " status, version or dates that Grounding would not see", line=line,
+                hint="Write the keys out (doc_id, version, status, effective_from ...).",
+            )
         if key not in FRONT_MATTER_KEYS:
             continue
         if not isinstance(value_node, yaml.ScalarNode):
@@ -280,10 +346,15 @@ class EvidenceDocument:
         # first listed wins a tie, as there); this runs for every line of every document
         out: dict[int, FieldLine] = {}
         search = _separator_pattern(self.separators).search
+        marker_match, marker_start = LIST_MARKER_RE.match, _MARKER_START
         lines = self.lines
         for number in range(self.front.end_line + 1, len(lines) + 1):
             line = lines[number - 1]
-            text = line[2:] if line[:2] in LIST_MARKERS else line
+            text = line
+            if line and line[0] in marker_start:  # split_marker() inlined, same rule
+                marker = marker_match(line)
+                if marker is not None and marker.end():
+                    text = line[marker.end():]
             match = search(text)
             if match is not None:
                 field = text[: match.start()].strip()

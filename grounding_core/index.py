@@ -303,6 +303,13 @@ class IndexSnapshot(ABC):
         normalised ``sentence``, longest value first, at most ``limit`` (citation candidates).
         """
 
+    def changed_keys(self, since: int, today: dt.date) -> list[ConflictKey] | None:
+        """Conflict keys whose active lines may differ between ``replay(since)`` and this
+        snapshot (for refreshing evidence diagnostics incrementally), or None when the
+        implementation cannot tell (the caller then treats every key as changed).
+        """
+        return None
+
     @abstractmethod
     def conflicting_keys(self, today: dt.date) -> list[ConflictKey]:
         """Every key with two or more distinct values, sorted by (field, subject). Corpus-wide."""

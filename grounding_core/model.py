@@ -99,11 +99,16 @@ FIRST_LINE = Span(0, 0, 0, 0)
 
 @dataclass(frozen=True, slots=True)
 class Location:
-    """A place in another file: path relative to the workspace root, 1-based line."""
+    """A place in another file: path relative to the workspace root, 1-based line.
+
+    ``line_text`` is that line's text (no terminator) when the producer has it at hand, so an
+    editor range covering the line can be computed without reading the file again.
+    """
 
     path: str
     line: int
     message: str = ""
+    line_text: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -132,8 +132,8 @@ def describe_difference(expected: str, actual: str) -> str | None:
         return (f"the quote stops at column {limit + 1}; the source line goes on with"
                 f" {shorten(expected[limit:], 40, quote=True)}")
     return (
-        f"column {index + 1}: {_char_name(actual[index])} where the source has "
-        f"{_char_name(expected[index])}"
+        f"column {index + 1}: {char_name(actual[index])} where the source has "
+        f"{char_name(expected[index])}"
     )
 
 
@@ -164,7 +164,12 @@ _CONTROL_NAMES = {
 """Names for control characters, which ``unicodedata.name`` does not know (Unicode aliases)."""
 
 
-def _char_name(ch: str) -> str:
+def char_name(ch: str) -> str:
+    """``"U+3000 IDEOGRAPHIC SPACE"`` (plus the character itself when it is visible).
+
+    Control characters get their Unicode alias (``U+0000 NULL``); used by every message that
+    names a character.
+    """
     name = _CONTROL_NAMES.get(ch) or unicodedata.name(ch, "control character"
                                                       if unicodedata.category(ch) == "Cc"
                                                       else "unnamed character")
@@ -173,6 +178,6 @@ def _char_name(ch: str) -> str:
 
 
 def _char_list(chars: Sequence[str]) -> str:
-    items = [_char_name(c) for c in chars[:3]]
+    items = [char_name(c) for c in chars[:3]]
     more = f" and {len(chars) - 3} more" if len(chars) > 3 else ""
     return ", ".join(items) + more

@@ -474,13 +474,18 @@ def _replace_quote(claim: Claim, line_text: str) -> Edit | None:
 
 
 def _claim_value(result: _ClaimResult, findings: list[Finding]) -> None:
-    from .drafts import REF_RE
+    """SPEC §7.3 on what a reader sees: a Markdown sentence and the evidence value are both
+    rendered (:func:`prose_text`: markup, tags, references and deleted text removed); a JSON
+    claim's ``text`` is plain text.
+    """
+    from .drafts import prose_text
 
     assert result.value is not None
-    value = normalize_value(result.value)
+    markdown = result.claim.json_text is None
+    value = normalize_value(prose_text(result.value) if markdown else result.value)
     if not value:
         return
-    sentence = normalize(REF_RE.sub("", result.claim.sentence))
+    sentence = normalize(prose_text(result.claim.sentence) if markdown else result.claim.sentence)
     if value in sentence:
         return
     findings.append(Finding(

@@ -1,25 +1,16 @@
 """Build the Grounding language server: the ONE place LSP handlers are registered (SPEC §10).
 
-Shape (esbonio-style): :func:`build_server` makes a fresh :class:`GroundingServer` (no module
-level instance, so tests can build several in one process), registers the lifecycle and
-text-sync handlers below, then calls ``register(server, state)`` of every module named in
-:data:`FEATURE_MODULES`. A feature module that fails to import or register is logged and
-skipped; the others keep working.
+:func:`build_server` makes a fresh :class:`GroundingServer` (no module-level instance, so
+tests can build several in one process) and registers every handler in
+:func:`_register`. Each handler is one line: it forwards to a plain function of
+``server/features/*.py`` — ``fn(session, params)`` — through the session's error guard
+(:meth:`server.session.Session.guard`), which logs a failing feature and answers null so the
+others keep working. The feature functions hold no state of their own: everything lives in
+the :class:`~server.session.Session` (``server/session.py``; docs/architecture.md tells
+what runs where). Tests call the feature functions in-process with a session of their own.
 
-Adding a feature (``server/features/hover.py``)::
-
-    def register(server: GroundingServer, state: ServerState) -> None:
-        @server.feature(types.TEXT_DOCUMENT_HOVER)
-        def hover(ls: GroundingServer, params: types.HoverParams) -> types.Hover | None:
-            doc = ls.workspace.get_text_document(params.text_document.uri)
-            line, col = ls.position_codec.core_position(params.position, doc.text_lines)
-            ...
-
-and add ``"server.features.hover"`` to :data:`FEATURE_MODULES`. pygls accepts one handler
-per LSP method, so features never register ``textDocument/did*``, ``initialized`` or
-``shutdown`` themselves: they subscribe with :meth:`ServerState.on_document`,
-:meth:`ServerState.on_initialized` and :meth:`ServerState.on_shutdown`, and the handlers
-here fan out to them.
+Adding a feature: write ``async def hover(session, params)`` in a feature module, and one
+``@server.feature(...)`` line below that forwards to it.
 
 Position encoding: pygls 2.1.1 picks the client's first offered encoding inside its
 ``initialize`` handler and builds its own ``Workspace`` there, with no hook for either.
@@ -30,190 +21,57 @@ Position encoding: pygls 2.1.1 picks the client's first offered encoding inside 
 from __future__ import annotations
 
 import asyncio
-import importlib
+import contextlib
 import inspect
+import json
 import logging
-from collections.abc import Awaitable, Callable, Generator, Sequence
+import queue
+import threading
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any, Literal
+from typing import Any
 
+from cattrs import transform_error
 from lsprotocol import types
 from pygls.capabilities import ServerCapabilitiesBuilder
+from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.uris import from_fs_path
 
-from server.documents import DocumentSnapshot, GroundingDocument, GroundingWorkspace
+from server.documents import GroundingWorkspace
+from server.features import actions, commands, completion, diagnostics, memory, navigation, status, workspace
 from server.positions import PositionCodec, negotiate
+from server.protocol import DOCUMENT_TEXT, VERSION_TEXT
+from server.session import Session
 
-__all__ = [
-    "DOCUMENT_TEXT",
-    "FEATURE_MODULES",
-    "DocumentEvent",
-    "GroundingProtocol",
-    "GroundingServer",
-    "ServerState",
-    "build_server",
-    "serve_stdio",
-]
+__all__ = ["GroundingProtocol", "GroundingServer", "PyglsClient", "QueuedWriter", "build_server", "serve_stdio"]
 
 logger = logging.getLogger(__name__)
 
 SERVER_NAME = "grounding"
-
-FEATURE_MODULES: tuple[str, ...] = (
-    # Each module has ``register(server: GroundingServer, state: ServerState) -> None``.
-    # Keep this order stable: it is the order listeners run in.
-    "server.features.evidence",
-    "server.features.diagnostics",
-    "server.features.actions",
-    "server.features.completion",
-    "server.features.commands",
-    "server.features.status",
-    "server.features.navigation",
-    "server.features.memory",
-)
-"""Dotted names of the feature modules :func:`build_server` registers, in order."""
-
-DOCUMENT_TEXT = "grounding/documentText"
-"""Custom request ``{uri}`` -> ``{uri, version, text}`` (or null when the document is not
-open): the server's current text of an open document. Used by the e2e tests to check that
-incremental sync kept the server's text equal to the editor's."""
-
-
-# --------------------------------------------------------------------------- state
-
-DocumentEventKind = Literal["open", "change", "save", "close"]
-
-
-@dataclass(frozen=True, slots=True)
-class DocumentEvent:
-    """One text-sync event, delivered to listeners after the server's text was updated.
-
-    ``snapshot`` is the document after the event; None on ``close`` (the document is gone).
-    """
-
-    kind: DocumentEventKind
-    uri: str
-    snapshot: DocumentSnapshot | None
-
-
-DocumentListener = Callable[["GroundingServer", DocumentEvent], Awaitable[None] | None]
-LifecycleListener = Callable[["GroundingServer"], Awaitable[None] | None]
-
-
-class ServerState:
-    """Mutable per-server state, owned by the event loop (one per :class:`GroundingServer`).
-
-    Features keep their own state as attributes they add here (e.g. ``state.index``) or in
-    closures made in ``register``; background work gets a :class:`DocumentSnapshot`, never
-    a live document, and checks :meth:`is_current` before publishing.
-    """
-
-    def __init__(self, server: GroundingServer) -> None:
-        self.server = server
-        self.shutdown_requested = False
-        self.initialization_options: Any = None
-        from server.engine import Engine
-
-        self.engine = Engine(server)
-        """The Grounding engine: workspace, index state and draft reports (server/engine.py)."""
-        self.features: list[str] = []
-        """Dotted names of the feature modules that registered successfully."""
-        self._document_listeners: list[DocumentListener] = []
-        self._initialized_listeners: list[LifecycleListener] = []
-        self._shutdown_listeners: list[LifecycleListener] = []
-        self._tasks: set[asyncio.Task[None]] = set()  # strong refs to running listener tasks
-
-    # -- documents -------------------------------------------------------------------
-
-    @property
-    def codec(self) -> PositionCodec:
-        """The negotiated codec (valid after ``initialize``)."""
-        return self.server.position_codec
-
-    def document(self, uri: str) -> GroundingDocument | None:
-        """The open document for ``uri``, or None when the client has not opened it."""
-        return self.server.workspace.open_document(uri)
-
-    def snapshot(self, uri: str) -> DocumentSnapshot | None:
-        """A frozen view of the open document ``uri`` (None if it is not open)."""
-        document = self.document(uri)
-        return document.snapshot() if document is not None else None
-
-    def is_current(self, snapshot: DocumentSnapshot) -> bool:
-        """True while ``snapshot`` still is the open document's version and text."""
-        document = self.document(snapshot.uri)
-        return (
-            document is not None
-            and document.version == snapshot.version
-            and document.source == snapshot.text
-        )
-
-    # -- subscriptions ---------------------------------------------------------------
-
-    def on_document(self, listener: DocumentListener) -> DocumentListener:
-        """Call ``listener(server, event)`` after every open/change/save/close (decorator).
-
-        The event's snapshot is taken when the notification is handled; listeners then run
-        in a task, in subscription order; an exception in one is logged and the next still
-        runs. A listener may be ``async``; heavy work belongs in ``asyncio.to_thread`` on the
-        snapshot, and results are published only if :meth:`is_current` still holds.
-        """
-        self._document_listeners.append(listener)
-        return listener
-
-    def on_initialized(self, listener: LifecycleListener) -> LifecycleListener:
-        """Call ``listener(server)`` once the client sent ``initialized`` (decorator)."""
-        self._initialized_listeners.append(listener)
-        return listener
-
-    def on_shutdown(self, listener: LifecycleListener) -> LifecycleListener:
-        """Call ``listener(server)`` on the ``shutdown`` request (decorator)."""
-        self._shutdown_listeners.append(listener)
-        return listener
-
-    def _dispatch_document(self, kind: DocumentEventKind, uri: str) -> None:
-        """Snapshot ``uri`` now and run the document listeners in a background task."""
-        if not self._document_listeners:
-            return
-        snapshot = self.snapshot(uri) if kind != "close" else None
-        if snapshot is None and kind != "close":
-            return
-        event = DocumentEvent(kind=kind, uri=uri, snapshot=snapshot)
-        task = asyncio.get_running_loop().create_task(self._emit_document(event))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _emit_document(self, event: DocumentEvent) -> None:
-        for listener in tuple(self._document_listeners):
-            await _call_guarded(listener, self.server, event)
-
-    async def _emit_lifecycle(self, listeners: list[LifecycleListener]) -> None:
-        for listener in tuple(listeners):
-            await _call_guarded(listener, self.server)
-
-
-async def _call_guarded(listener: Callable[..., Any], *args: Any) -> None:
-    """Run one listener; log (never raise) its failure so the other features keep working."""
-    try:
-        result = listener(*args)
-        if inspect.isawaitable(result):
-            await result
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        logger.exception("listener %r failed", getattr(listener, "__qualname__", listener))
 
 
 # ------------------------------------------------------------------------ protocol
 
 
 class GroundingProtocol(LanguageServerProtocol):
-    """pygls's protocol with our ``initialize``: SPEC §10 encoding and our document model."""
+    """pygls's protocol with our ``initialize``, an answer for every request, and a writer
+    that never blocks the event loop.
+
+    ``initialize``: SPEC §10 encoding and our document model. Every request is answered,
+    also the ones pygls 2.1.1 drops (:meth:`structure_message`, :meth:`handle_message`).
+    Messages go out through a :class:`QueuedWriter` (:meth:`set_writer`).
+    """
 
     _server: GroundingServer
+
+    def set_writer(self, writer: Any, include_headers: bool = True) -> None:
+        """Send through a :class:`QueuedWriter` around pygls's blocking stdout writer."""
+        if not inspect.iscoroutinefunction(getattr(writer, "write", None)) and not isinstance(writer, QueuedWriter):
+            writer = QueuedWriter(writer)
+        super().set_writer(writer, include_headers)
 
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(
@@ -226,7 +84,6 @@ class GroundingProtocol(LanguageServerProtocol):
         ``utf-8``) and :class:`GroundingWorkspace` (pygls hard-codes its ``Workspace``).
         """
         self._server.process_id = params.process_id
-        self._server.state.initialization_options = params.initialization_options
         sync_kind = self._server._text_document_sync_kind
         self.client_capabilities = params.capabilities
         encoding = negotiate(params.capabilities)
@@ -237,6 +94,7 @@ class GroundingProtocol(LanguageServerProtocol):
         self._workspace = GroundingWorkspace(
             root_uri, sync_kind, params.workspace_folders or [], encoding
         )
+        self._server.session.attach(params, self._workspace)
         logger.info("initialize: position encoding %s", encoding.value)
 
         if (user_handler := self.fm.features.get(types.INITIALIZE)) is not None:
@@ -255,12 +113,108 @@ class GroundingProtocol(LanguageServerProtocol):
             capabilities=self.server_capabilities, server_info=self.server_info
         )
 
+    # -- requests pygls 2.1.1 would leave unanswered (issue 13 item 15) ----------------
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        """The deserialiser of pygls, except that a *request* whose params do not deserialise
+        (a negative or 2**31 position, ``{}`` for a hover) becomes a
+        :class:`_UnreadableRequest`, answered ``InvalidParams`` by :meth:`handle_message`.
+
+        pygls raises from inside ``json.loads``'s object hook, so its reader loop logs the
+        error and the client waits for an answer forever. Notifications still raise (they get
+        no answer; the reader logs them).
+        """
+        try:
+            return super().structure_message(data)
+        except (JsonRpcInvalidParams, JsonRpcInternalError) as exc:
+            if "id" in data and "method" in data and isinstance(data["id"], (int, str)):
+                return _UnreadableRequest(data["id"], str(data["method"]), _reason(exc.__cause__ or exc))
+            raise
+
+    def handle_message(self, message: Any) -> None:
+        """Answer every request (LSP 3.17 "shutdown"; JSON-RPC 2.0 "InvalidParams").
+
+        - a request after ``shutdown``: error ``InvalidRequest`` (-32600); pygls drops it;
+        - a request whose params did not deserialise: error ``InvalidParams`` (-32602).
+        Everything else goes to pygls unchanged.
+        """
+        method = getattr(message, "method", None)
+        msg_id = getattr(message, "id", None)
+        if self._shutdown and method not in (None, types.EXIT) and isinstance(msg_id, (int, str)):
+            self._send_response(msg_id, error=types.ResponseError(
+                code=types.ErrorCodes.InvalidRequest,
+                message=f"{method}: the server is shutting down; no request is served after"
+                " 'shutdown' (send 'exit')"))
+            return
+        if isinstance(message, _UnreadableRequest):
+            logger.warning("request %r %s: params do not deserialise: %s", message.id,
+                           message.method, message.reason)
+            self._send_response(message.id, error=types.ResponseError(
+                code=types.ErrorCodes.InvalidParams,
+                message=f"{message.method}: invalid params ({message.reason})"))
+            return
+        super().handle_message(message)
+
+
+@dataclass(frozen=True, slots=True)
+class _UnreadableRequest:
+    """A request whose params did not deserialise (see :meth:`GroundingProtocol.structure_message`)."""
+
+    id: int | str
+    method: str
+    reason: str
+    jsonrpc: str = "2.0"
+
+
+def _reason(error: BaseException) -> str:
+    """What cattrs found wrong, e.g. ``expected int @ $.params.position.line`` (one line)."""
+    if isinstance(error, BaseExceptionGroup):
+        details = transform_error(error, path="$")
+        if details:
+            return "; ".join(details[:3])[:300]
+    text = str(error).strip().splitlines()
+    return (text[0] if text else type(error).__name__)[:300]
+
+
+class QueuedWriter:
+    """Writes messages to the client from one daemon thread, in the order they were sent.
+
+    pygls writes each message to stdout on the event loop, and a write blocks until the
+    client has read it: an editor busy parsing a large publication would stall every request
+    behind it. Here the loop only enqueues the bytes. ``close`` flushes what is queued (the
+    ``shutdown`` reply before ``exit``) for up to 5 s, then closes the stream. A broken pipe
+    ends the writing (the client is gone).
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="grounding-stdout", daemon=True)
+        self._thread.start()
+
+    def write(self, data: bytes) -> None:
+        self._queue.put(data)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=5)
+        with contextlib.suppress(Exception):
+            self._inner.close()
+
+    def _run(self) -> None:
+        while (data := self._queue.get()) is not None:
+            try:
+                self._inner.write(data)
+            except (BrokenPipeError, OSError, ValueError):
+                logger.error("Connection to the client is lost; dropping what is left to send.")
+                return
+
 
 # -------------------------------------------------------------------------- server
 
 
 class GroundingServer(LanguageServer):
-    """The pygls server plus Grounding's :class:`ServerState` and negotiated codec."""
+    """The pygls server plus Grounding's :class:`~server.session.Session`."""
 
     protocol: GroundingProtocol
 
@@ -271,7 +225,7 @@ class GroundingServer(LanguageServer):
             text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
             protocol_cls=GroundingProtocol,
         )
-        self.state = ServerState(self)
+        self.session = Session(PyglsClient(self))
 
     @property
     def workspace(self) -> GroundingWorkspace:
@@ -291,6 +245,93 @@ class GroundingServer(LanguageServer):
         return self.position_codec.encoding
 
 
+class PyglsClient:
+    """The session's :class:`~server.session.Client` port over pygls (the real editor)."""
+
+    def __init__(self, server: GroundingServer) -> None:
+        self.server = server
+
+    def publish_diagnostics(self, uri: str, version: int | None, diagnostics: Sequence[types.Diagnostic]) -> None:
+        self.server.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=list(diagnostics)))
+
+    def prepare_diagnostics(self, uri: str, version: int | None, diagnostics: Sequence[types.Diagnostic]) -> bytes:
+        """The framed JSON-RPC message, serialised the way pygls's ``_send_data`` does (ASCII
+        JSON, so ``Content-Length`` counts characters = bytes); safe in a worker thread.
+        """
+        protocol = self.server.protocol
+        message = types.PublishDiagnosticsNotification(params=types.PublishDiagnosticsParams(
+            uri=uri, version=version, diagnostics=list(diagnostics)))
+        body = json.dumps(message, default=protocol._serialize_message)
+        header = (f"Content-Length: {len(body)}\r\n"
+                  f"Content-Type: {protocol.CONTENT_TYPE}; charset={protocol.CHARSET}\r\n\r\n")
+        return (header + body).encode(protocol.CHARSET)
+
+    def send_prepared(self, prepared: bytes) -> None:
+        writer = self.server.protocol.writer
+        if writer is None:
+            logger.error("Unable to send data, no available transport!")
+            return
+        result = writer.write(prepared)
+        if inspect.isawaitable(result):
+            asyncio.ensure_future(result)
+
+    def notify(self, method: str, params: Any) -> None:
+        self.server.protocol.notify(method, params)
+
+    def show_message(self, kind: types.MessageType, message: str) -> None:
+        self.server.window_show_message(types.ShowMessageParams(kind, message))
+
+    def log_message(self, kind: types.MessageType, message: str) -> None:
+        self.server.window_log_message(types.LogMessageParams(kind, message))
+
+    async def show_message_request(self, kind: types.MessageType, message: str,
+                                   choices: Sequence[str]) -> str | None:
+        try:
+            answer = await self.server.window_show_message_request_async(types.ShowMessageRequestParams(
+                type=kind, message=message, actions=[types.MessageActionItem(title=c) for c in choices]))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a client that cannot ask: the caller treats it as "no"
+            logger.info("window/showMessageRequest failed: %s", exc)
+            return None
+        return answer.title if answer is not None else None
+
+    async def configuration(self, section: str) -> Any:
+        return await self.server.workspace_configuration_async(
+            types.ConfigurationParams(items=[types.ConfigurationItem(section=section)]))
+
+    async def register_capability(self, registration: types.Registration) -> None:
+        await self.server.client_register_capability_async(types.RegistrationParams(registrations=[registration]))
+
+    async def apply_edit(self, edit: types.WorkspaceEdit, label: str) -> types.ApplyWorkspaceEditResult:
+        return await self.server.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=label))
+
+    def refresh_diagnostics(self) -> None:
+        try:
+            self.server.workspace_diagnostic_refresh(None)
+        except Exception:
+            logger.info("workspace/diagnostic/refresh failed")
+
+    async def refresh_code_lenses(self) -> None:
+        await self.server.workspace_code_lens_refresh_async(None)
+
+    async def create_progress(self, token: str) -> None:
+        await self.server.work_done_progress.create_async(token)
+
+    def progress(self, token: str, value: Any) -> None:
+        progress = self.server.work_done_progress
+        if isinstance(value, types.WorkDoneProgressBegin):
+            progress.begin(token, value)
+        elif isinstance(value, types.WorkDoneProgressReport):
+            progress.report(token, value)
+        else:
+            progress.end(token, value)
+
+    def unstructure(self, value: Any) -> Any:
+        return self.server.protocol._converter.unstructure(value)
+
+
 def _package_version() -> str:
     try:
         return metadata.version("grounding")
@@ -301,84 +342,140 @@ def _package_version() -> str:
 # -------------------------------------------------------------------- registration
 
 
-def _register_core_handlers(server: GroundingServer, state: ServerState) -> None:
-    """Lifecycle, text sync and ``grounding/documentText``: the handlers every session has."""
+def _register(server: GroundingServer) -> None:  # noqa: C901  (one line per handler, by design)
+    """Every handler of the server, each a one-line forward through the session's guard."""
 
+    # lifecycle and workspace
     @server.feature(types.INITIALIZED)
     async def initialized(ls: GroundingServer, params: types.InitializedParams) -> None:
-        await state._emit_lifecycle(state._initialized_listeners)
+        await ls.session.guard("initialized", workspace.initialized, params)
 
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: GroundingServer, params: None) -> None:
-        state.shutdown_requested = True
-        await state._emit_lifecycle(state._shutdown_listeners)
+        await ls.session.guard("shutdown", workspace.shutdown, params)
 
-    # pygls's builtin handlers apply the text change first, then call these synchronously;
-    # the snapshot is taken right here, so it is exactly the version this event produced
-    # (a listener task may start after a later change was already applied).
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def configuration(ls: GroundingServer, params: types.DidChangeConfigurationParams) -> None:
+        await ls.session.guard("didChangeConfiguration", workspace.configuration_changed, params)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def watched_files(ls: GroundingServer, params: types.DidChangeWatchedFilesParams) -> None:
+        ls.session.guard_sync("didChangeWatchedFiles", workspace.watched_files, params)
+
+    # text sync: pygls has applied the change when these run; they only schedule checks
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: GroundingServer, params: types.DidOpenTextDocumentParams) -> None:
-        state._dispatch_document("open", params.text_document.uri)
+        ls.session.guard_sync("didOpen", diagnostics.did_open, params)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: GroundingServer, params: types.DidChangeTextDocumentParams) -> None:
-        state._dispatch_document("change", params.text_document.uri)
+        ls.session.guard_sync("didChange", diagnostics.did_change, params)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: GroundingServer, params: types.DidSaveTextDocumentParams) -> None:
-        state._dispatch_document("save", params.text_document.uri)
+        ls.session.guard_sync("didSave", diagnostics.did_save, params)
 
-    # pygls removes the document before this runs, so a close event has no snapshot.
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: GroundingServer, params: types.DidCloseTextDocumentParams) -> None:
-        state._dispatch_document("close", params.text_document.uri)
+        ls.session.guard_sync("didClose", diagnostics.did_close, params)
 
     @server.feature(DOCUMENT_TEXT)
     def document_text(ls: GroundingServer, params: Any) -> dict[str, Any] | None:
-        uri = params["uri"] if isinstance(params, dict) else params.uri
-        snapshot = state.snapshot(uri)
-        if snapshot is None:
-            return None
-        return {"uri": snapshot.uri, "version": snapshot.version, "text": snapshot.text}
+        return ls.session.guard_sync(DOCUMENT_TEXT, diagnostics.document_text, params)
+
+    # diagnostics and status
+    @server.feature(types.TEXT_DOCUMENT_DIAGNOSTIC, diagnostics.DIAGNOSTIC_OPTIONS)
+    async def pull(ls: GroundingServer, params: types.DocumentDiagnosticParams) -> types.DocumentDiagnosticReport:
+        return await ls.session.guard("diagnostic", diagnostics.pull, params) or _EMPTY_REPORT
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_LENS, status.CODE_LENS_OPTIONS)
+    async def code_lens(ls: GroundingServer, params: types.CodeLensParams) -> list[types.CodeLens] | None:
+        return await ls.session.guard("codeLens", status.code_lens, params)
+
+    # navigation
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    async def hover(ls: GroundingServer, params: types.HoverParams) -> types.Hover | None:
+        return await ls.session.guard("hover", navigation.hover, params)
+
+    @server.feature(types.TEXT_DOCUMENT_DEFINITION)
+    async def definition(ls: GroundingServer, params: types.DefinitionParams) -> list[types.Location] | None:
+        return await ls.session.guard("definition", navigation.definition, params)
+
+    @server.feature(types.TEXT_DOCUMENT_REFERENCES)
+    async def references(ls: GroundingServer, params: types.ReferenceParams) -> list[types.Location] | None:
+        return await ls.session.guard("references", navigation.references, params)
+
+    @server.feature(VERSION_TEXT)
+    async def version_text(ls: GroundingServer, params: Any) -> dict[str, Any] | None:
+        return await ls.session.guard(VERSION_TEXT, navigation.version_text, params)
+
+    # editing
+    @server.feature(types.TEXT_DOCUMENT_COMPLETION, completion.OPTIONS)
+    async def complete(ls: GroundingServer, params: types.CompletionParams) -> types.CompletionList | None:
+        return await ls.session.guard("completion", completion.completion, params)
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, actions.OPTIONS)
+    async def code_action(ls: GroundingServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
+        return await ls.session.guard("codeAction", actions.code_action, params)
+
+    # commands (errors in their arguments reach the client as InvalidParams)
+    @server.command("grounding.reindex")
+    async def reindex(ls: GroundingServer, *args: Any) -> Any:
+        return await ls.session.guard("grounding.reindex", commands.reindex, *args)
+
+    @server.command("grounding.showConflicts")
+    async def show_conflicts(ls: GroundingServer, *args: Any) -> Any:
+        return await ls.session.guard("grounding.showConflicts", commands.show_conflicts, *args)
+
+    @server.command("grounding.insertCitation")
+    async def insert_citation(ls: GroundingServer, *args: Any) -> Any:
+        return await ls.session.guard("grounding.insertCitation", commands.insert_citation, *args)
+
+    @server.command("grounding.draftAnswer")
+    async def draft_answer(ls: GroundingServer, *args: Any) -> Any:
+        return await ls.session.guard("grounding.draftAnswer", commands.draft_answer, *args)
+
+    @server.command("grounding.fixAll")
+    async def fix_all(ls: GroundingServer, *args: Any) -> Any:
+        return await ls.session.guard("grounding.fixAll", commands.fix_all, *args)
+
+    @server.command("grounding.showContext")
+    async def show_context(ls: GroundingServer, *args: Any) -> Any:
+        return await ls.session.guard("grounding.showContext", commands.show_context, *args)
+
+    # memory entries (SPEC §11): each asks the writer to confirm before it writes
+    @server.command("grounding.rememberMemory")
+    async def remember_memory(ls: GroundingServer, *args: Any) -> Any:
+        return await ls.session.guard("grounding.rememberMemory", memory.remember, *args)
+
+    @server.command("grounding.approveMemory")
+    async def approve_memory(ls: GroundingServer, *args: Any) -> Any:
+        return await ls.session.guard("grounding.approveMemory", memory.approve, *args)
+
+    @server.command("grounding.forgetMemory")
+    async def forget_memory(ls: GroundingServer, *args: Any) -> Any:
+        return await ls.session.guard("grounding.forgetMemory", memory.forget, *args)
 
 
-def _register_features(
-    server: GroundingServer, state: ServerState, modules: Sequence[str]
-) -> list[str]:
-    """Import each feature module and call its ``register``; return the ones that worked."""
-    registered = []
-    for name in modules:
-        try:
-            module = importlib.import_module(name)
-            module.register(server, state)
-        except Exception:
-            logger.exception("feature %s failed to register; continuing without it", name)
-            continue
-        registered.append(name)
-    return registered
+_EMPTY_REPORT = types.RelatedFullDocumentDiagnosticReport(items=[])
 
 
-def build_server(features: Sequence[str] | None = None) -> GroundingServer:
-    """Build a new, unstarted Grounding language server.
+def build_server() -> GroundingServer:
+    """Build a new, unstarted Grounding language server with every handler registered.
 
-    ``features`` are dotted module names to register (default :data:`FEATURE_MODULES`);
-    each module's ``register(server, state)`` is called once, in order. Every call returns
-    an independent server with its own :class:`ServerState`. Raises nothing for a broken
-    feature module (it is logged and skipped).
+    Every call returns an independent server with its own session.
     """
     server = GroundingServer()
-    _register_core_handlers(server, server.state)
-    server.state.features = _register_features(
-        server, server.state, FEATURE_MODULES if features is None else features
-    )
+    _register(server)
     return server
 
 
 def serve_stdio() -> int:
     """Run a server on stdin/stdout until ``exit``; the CLI's ``grounding lsp``.
 
-    Returns the LSP exit code: 0 if ``shutdown`` came before ``exit``, else 1.
+    Returns the LSP exit code: 0 if ``shutdown`` came before ``exit`` (or the end of input),
+    else 1.
     """
     server = build_server()
     server.start_io()
-    return 0 if server.state.shutdown_requested else 1
+    return 0 if server.session.shutdown_requested else 1

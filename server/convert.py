@@ -1,8 +1,10 @@
-"""Core findings -> lsprotocol types. The only place diagnostics are born (SPEC §10).
+"""Core values -> lsprotocol types: the only place protocol types are born (SPEC §10).
 
-Names say what they return (``lsp_diagnostic``, ``lsp_location``). Column conversion goes
-through the session's :class:`server.positions.PositionCodec`; lines are SPEC §3 lines
-without terminators.
+Each translator is named for what it returns (``lsp_range``, ``lsp_diagnostic``,
+``lsp_workspace_edit`` ...). Spans are core :class:`~grounding_core.model.Span` values
+(0-based lines, code-point columns) in a text whose SPEC §3 lines (no terminators) the caller
+passes; columns convert through the session's :class:`server.positions.PositionCodec`, one
+line at a time (never a copy of the text per call).
 """
 
 from __future__ import annotations
@@ -12,8 +14,15 @@ from typing import Any
 
 from lsprotocol import types
 
-from grounding_core.model import Finding, Location, Severity, Span
+from grounding_core.complete import Completions, Entry
+from grounding_core.model import Edit, Finding, Location, Severity, Span
 from server.positions import PositionCodec
+
+__all__ = [
+    "DRAFT_MORE", "EVIDENCE_MORE", "MAX_DIAGNOSTICS", "MAX_RELATED", "SEVERITIES", "SOURCE", "LinesOf", "UriOf",
+    "lsp_completion_item", "lsp_completion_list", "lsp_diagnostic", "lsp_diagnostics", "lsp_hover",
+    "lsp_line_location", "lsp_location", "lsp_range", "lsp_workspace_edit", "span_from_json",
+]
 
 SOURCE = "grounding"
 SEVERITIES = {
@@ -22,67 +31,160 @@ SEVERITIES = {
     Severity.INFORMATION: types.DiagnosticSeverity.Information,
     Severity.HINT: types.DiagnosticSeverity.Hint,
 }
+MAX_DIAGNOSTICS = 1000
+"""Diagnostics published for one file; errors first. A pasted log can hold 100k sentences,
+and publishing each would stall the client; the rest are counted in one information item."""
+
+MAX_RELATED = 100
+"""Related locations shown on one diagnostic (SPEC §7.4 lists at most 5 sources per value;
+this bounds a finding with very many values, the way :data:`MAX_DIAGNOSTICS` bounds a file)."""
 
 LinesOf = Callable[[str], Sequence[str]]
-"""Lines of a file relative to the workspace root (for related-information ranges)."""
+"""Lines (no terminators) of a file relative to the workspace root (related locations)."""
 UriOf = Callable[[str], str]
-"""URI of a path relative to the workspace root."""
+"""The URI of a path relative to the workspace root."""
+
+_KINDS = {"document": types.CompletionItemKind.Module, "version": types.CompletionItemKind.EnumMember,
+          "line": types.CompletionItemKind.Reference,
+          # memory ids (SPEC §11): memory:SCOPE/KEY@VERSION
+          "scope": types.CompletionItemKind.Folder, "key": types.CompletionItemKind.Field,
+          "memory-version": types.CompletionItemKind.Reference}
 
 
 def lsp_range(span: Span, lines: Sequence[str], codec: PositionCodec) -> types.Range:
     """A core span -> an LSP range in the negotiated encoding."""
-    return codec.lsp_range(span, list(lines))
+    return codec.lsp_range(span, lines)
+
+
+def lsp_line_location(uri: str, lines: Sequence[str], line: int, codec: PositionCodec) -> types.Location:
+    """The whole 1-based ``line`` of a text with ``lines`` -> an LSP location at ``uri``."""
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    return types.Location(uri=uri, range=types.Range(
+        types.Position(line - 1, 0), types.Position(line - 1, codec.units(text))))
 
 
 def lsp_location(location: Location, uri_of: UriOf, lines_of: LinesOf, codec: PositionCodec) -> types.Location:
-    """A related location (1-based whole line) -> an LSP location covering that line."""
-    lines = lines_of(location.path)
+    """A related location (1-based whole line) -> an LSP location covering that line.
+
+    Uses ``location.line_text`` when the producer gave it, else reads the file's lines.
+    """
     line = max(location.line - 1, 0)
-    text = lines[line] if line < len(lines) else ""
-    end = codec.to_client_column(text, len(text))  # only this line is converted, never the file
+    text = location.line_text
+    if text is None:
+        lines = lines_of(location.path)
+        text = lines[line] if line < len(lines) else ""
+    end = codec.units(text)
     return types.Location(uri=uri_of(location.path),
                           range=types.Range(types.Position(line, 0), types.Position(line, end)))
 
 
-def lsp_diagnostic(
-    finding: Finding,
-    lines: Sequence[str],
-    codec: PositionCodec,
-    uri_of: UriOf,
-    lines_of: LinesOf,
-    related_info: bool = True,
-) -> types.Diagnostic:
+def lsp_diagnostic(finding: Finding, lines: Sequence[str], codec: PositionCodec, uri_of: UriOf,
+                   lines_of: LinesOf, related_info: bool = True,
+                   location_of: Callable[[Location], types.Location] | None = None) -> types.Diagnostic:
     """One finding -> one diagnostic: ``code`` = GR code, ``source`` = grounding,
     ``data`` = {name, citation, fix}; the hint follows the message on its own line.
+    ``location_of`` converts a related location (default :func:`lsp_location`).
     """
+    if location_of is None:
+        def location_of(r: Location) -> types.Location:
+            return lsp_location(r, uri_of, lines_of, codec)
+
     data: dict[str, Any] = {"name": finding.name}
     if finding.citation:
         data["citation"] = finding.citation
     if finding.fix is not None:
-        data["fix"] = {
-            "title": finding.fix.title, "new_text": finding.fix.new_text,
-            "range": _span_json(finding.fix.span),
-        }
+        data["fix"] = {"title": finding.fix.title, "new_text": finding.fix.new_text,
+                       "range": _span_json(finding.fix.span)}
     related = None
     if related_info and finding.related:
-        related = [
-            types.DiagnosticRelatedInformation(
-                location=lsp_location(r, uri_of, lines_of, codec),
-                message=r.message or f"{r.path}:{r.line}",
-            )
-            for r in finding.related
-        ]
+        related = [types.DiagnosticRelatedInformation(location=location_of(r),
+                                                      message=r.message or f"{r.path}:{r.line}")
+                   for r in finding.related[:MAX_RELATED]]
     message = finding.message + (f"\n{finding.hint}" if finding.hint else "")
     return types.Diagnostic(
-        range=lsp_range(finding.span, lines, codec),
-        message=message,
-        severity=SEVERITIES[finding.effective_severity],
-        code=finding.code,
-        code_description=None,
-        source=SOURCE,
-        related_information=related,
-        data=data,
-    )
+        range=lsp_range(finding.span, lines, codec), message=message,
+        severity=SEVERITIES[finding.effective_severity], code=finding.code, source=SOURCE,
+        related_information=related, data=data)
+
+
+DRAFT_MORE = "run 'grounding check' on this draft to see them all."
+EVIDENCE_MORE = "run 'grounding conflicts' and 'grounding index' to see them all."
+
+
+def lsp_diagnostics(findings: Sequence[Finding], lines: Sequence[str], codec: PositionCodec, uri_of: UriOf,
+                    lines_of: LinesOf, related_info: bool = True, limit: int = MAX_DIAGNOSTICS,
+                    more: str = DRAFT_MORE) -> list[types.Diagnostic]:
+    """The diagnostics of one file: at most ``limit`` findings (the most severe, in their
+    order), plus one information item at 1:1 counting the ones left out (``more`` says where
+    to see them).
+    """
+    shown = _most_severe(findings, limit)
+    files: dict[str, Sequence[str]] = {}  # each related file read once per call
+    locations: dict[Location, types.Location] = {}  # and each related location converted once
+
+    def lines_once(path: str) -> Sequence[str]:
+        found = files.get(path)
+        if found is None:
+            found = files[path] = lines_of(path)
+        return found
+
+    def location_once(location: Location) -> types.Location:
+        found = locations.get(location)
+        if found is None:
+            found = locations[location] = lsp_location(location, uri_of, lines_once, codec)
+        return found
+
+    out = [lsp_diagnostic(f, lines, codec, uri_of, lines_once, related_info, location_once) for f in shown]
+    if len(findings) > len(shown):
+        out.append(types.Diagnostic(
+            range=types.Range(types.Position(0, 0), types.Position(0, 0)),
+            message=f"{len(findings) - len(shown)} more findings are not shown in the editor; {more}",
+            severity=types.DiagnosticSeverity.Information, source=SOURCE))
+    return out
+
+
+def _most_severe(findings: Sequence[Finding], limit: int) -> list[Finding]:
+    if len(findings) <= limit:
+        return list(findings)
+    order = [Severity.ERROR, Severity.WARNING, Severity.INFORMATION, Severity.HINT]
+    ranked = sorted(findings, key=lambda f: order.index(f.effective_severity))[:limit]
+    keep = set(map(id, ranked))
+    return [f for f in findings if id(f) in keep]
+
+
+def lsp_workspace_edit(uri: str, version: int | None, lines: Sequence[str], edits: Sequence[Edit],
+                       codec: PositionCodec, document_changes: bool) -> types.WorkspaceEdit:
+    """Core edits (spans in the text with ``lines``) -> a ``WorkspaceEdit`` in client units.
+
+    With ``document_changes`` (the client supports them) the edit names the document
+    ``version``, so the client refuses it if the buffer moved on; else plain ``changes``.
+    """
+    text_edits = [types.TextEdit(range=lsp_range(e.span, lines, codec), new_text=e.new_text) for e in edits]
+    if document_changes:
+        return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
+            text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
+            edits=list(text_edits))])
+    return types.WorkspaceEdit(changes={uri: list(text_edits)})
+
+
+def lsp_hover(markdown: str, span: Span, lines: Sequence[str], codec: PositionCodec,
+              kind: types.MarkupKind) -> types.Hover:
+    """Hover text over ``span`` of the text with ``lines``."""
+    return types.Hover(contents=types.MarkupContent(kind=kind, value=markdown),
+                       range=lsp_range(span, lines, codec))
+
+
+def lsp_completion_item(entry: Entry, lines: Sequence[str], codec: PositionCodec) -> types.CompletionItem:
+    """One core completion entry -> a completion item whose edit replaces ``entry.span``."""
+    return types.CompletionItem(
+        label=entry.label, kind=_KINDS[entry.kind], detail=entry.detail, documentation=entry.documentation,
+        sort_text=entry.sort_text, filter_text=entry.filter_text, preselect=entry.preselect or None,
+        text_edit=types.TextEdit(range=lsp_range(entry.span, lines, codec), new_text=entry.new_text))
+
+
+def lsp_completion_list(completions: Completions, lines: Sequence[str], codec: PositionCodec) -> types.CompletionList:
+    return types.CompletionList(is_incomplete=completions.incomplete,
+                                items=[lsp_completion_item(e, lines, codec) for e in completions.entries])
 
 
 def _span_json(span: Span) -> dict[str, int]:

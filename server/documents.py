@@ -29,6 +29,7 @@ version, text, lines) and, when done, compare it with the current version before
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import unquote
@@ -41,7 +42,7 @@ from grounding_core.model import Span
 from grounding_core.text import LineIndex, split_lines, split_lines_keepends
 from server.positions import PositionCodec
 
-__all__ = ["DocumentSnapshot", "GroundingDocument", "GroundingWorkspace"]
+__all__ = ["DocumentSnapshot", "GroundingDocument", "GroundingWorkspace", "text_hash"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +50,9 @@ class DocumentSnapshot:
     """An immutable view of one document at one version, safe to hand to another thread.
 
     ``lines`` are the SPEC §3 lines without terminators (``split_lines(text)``); ``codec`` is
-    the session's position codec, for converting results back into client ranges.
+    the session's position codec, for converting results back into client ranges;
+    ``text_hash`` is :func:`text_hash` of ``text`` (with ``version``, the document half of a
+    result's freshness key, see ``server/session.py``).
     """
 
     uri: str
@@ -58,6 +61,13 @@ class DocumentSnapshot:
     lines: tuple[str, ...]
     codec: PositionCodec = field(compare=False)
     language_id: str | None = None
+    text_hash: str = ""
+
+    @classmethod
+    def of(cls, uri: str, version: int | None, text: str, codec: PositionCodec,
+           language_id: str | None = None) -> DocumentSnapshot:
+        """A snapshot of ``text`` (a file read from disk, or a test's text)."""
+        return cls(uri, version, text, tuple(split_lines(text)), codec, language_id, text_hash(text))
 
     def lsp_range(self, span: Span) -> types.Range:
         """A core :class:`Span` in this text -> an LSP range in the negotiated encoding."""
@@ -66,6 +76,11 @@ class DocumentSnapshot:
     def core_span(self, range: types.Range) -> Span:
         """An LSP range in the negotiated encoding -> a core :class:`Span` in this text."""
         return self.codec.core_span(range, self.lines)
+
+
+def text_hash(text: str) -> str:
+    """A 128-bit BLAKE2b digest of ``text`` (UTF-8, lone surrogates passed through), hex."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 class GroundingDocument(TextDocument):
@@ -82,6 +97,7 @@ class GroundingDocument(TextDocument):
     _cache_keepends: tuple[str, ...] = ()
     _cache_lines: tuple[str, ...] = ()
     _cache_index: LineIndex | None = None
+    _cache_hash: str = ""
 
     def __init__(
         self,
@@ -119,6 +135,7 @@ class GroundingDocument(TextDocument):
             self._cache_keepends = tuple(split_lines_keepends(source))
             self._cache_lines = tuple(split_lines(source))
             self._cache_index = None
+            self._cache_hash = ""
         return source
 
     @property
@@ -151,7 +168,16 @@ class GroundingDocument(TextDocument):
             lines=self._cache_lines,
             codec=self.position_codec,
             language_id=self.language_id,
+            text_hash=self.text_hash,
         )
+
+    @property
+    def text_hash(self) -> str:
+        """:func:`text_hash` of the current text (computed once per text)."""
+        source = self._refresh()
+        if not self._cache_hash:
+            self._cache_hash = text_hash(source)
+        return self._cache_hash
 
     # ------------------------------------------------------------- offsets
 

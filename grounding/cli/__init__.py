@@ -11,14 +11,17 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from grounding_core.config import ConfigError, find_workspace_root
-from grounding_core.model import DraftReport, Finding, Severity
+from grounding_core.model import FIRST_LINE, DraftReport, Finding, Severity, Status
 from grounding_core.store import IndexError_, ScanResult
+from grounding_core.text import shorten
 from grounding_core.workspace import Workspace
 
 from ..report import finding_json, fingerprint_map, report_json
@@ -176,7 +179,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     paths = _draft_paths(ws, args.paths)
-    reports = ws.check_all(paths, state)
+    reports = [_check_one(ws, path, state) for path in (paths or ws.discover_drafts())]
     if args.fix:
         reports = _apply_fixes(ws, reports, state)
     evidence = {ws.config.evidence_display(p): fs for p, fs in sorted(scan.evidence.items())}
@@ -218,26 +221,71 @@ def _draft_paths(ws: Workspace, paths: list[Path]) -> list[str] | None:
     return out
 
 
-def _apply_fixes(ws: Workspace, reports: list[DraftReport], state: Any) -> list[DraftReport]:
-    """Apply every finding's safe fix (quote replacement, re-anchor) and re-check (SPEC §10).
-
-    Spans are in the text :meth:`Workspace.check_file` saw, which has no BOM; a draft's BOM
-    is set aside while editing and written back. Line ends are kept as they are.
+def _check_one(ws: Workspace, rel_path: str, state: Any) -> DraftReport:
+    """Check one draft; an unexpected exception becomes a finding on that draft (issue 13
+    item 10), so one bad draft never hides the others and never prints a traceback on stdout
+    (exit status 2 stays for usage errors). The traceback goes to stderr only when
+    ``GROUNDING_DEBUG`` is set.
     """
-    from grounding_core.fixes import apply_edits
+    try:
+        return ws.check_file(rel_path, state)
+    except Exception as exc:  # a bug, not bad input: report it on the draft and go on
+        if os.environ.get("GROUNDING_DEBUG"):
+            traceback.print_exc(file=sys.stderr)
+        print(f"grounding: internal error while checking {rel_path}: {type(exc).__name__}"
+              " (set GROUNDING_DEBUG=1 for the traceback)", file=sys.stderr)
+        return internal_error_report(rel_path, exc)
+
+
+def internal_error_report(rel_path: str, exc: BaseException) -> DraftReport:
+    """The report of a draft whose check raised: one ``malformed-citation`` error at 1:1.
+
+    GR101 because the draft could not be verified (it fails closed: its status is
+    ``abstain``); the message names the exception so the writer can report it.
+    """
+    detail = shorten(str(exc).splitlines()[0] if str(exc) else "", 120)
+    return DraftReport(
+        path=rel_path, status=Status.ABSTAIN, required_fields=[], covered_fields=[],
+        missing_fields=[], field_completeness=False, coverage=0.0, same_key_sources_checked=0,
+        findings=[Finding(
+            "malformed-citation", FIRST_LINE,
+            f"Grounding could not check this draft: internal error {type(exc).__name__}"
+            + (f" ({detail})" if detail else "") + "; nothing in it counts as verified",
+            hint="This is a bug in Grounding, not in the draft: please report it with the draft."
+            " The other drafts were checked.",
+        )],
+    )
+
+
+def _apply_fixes(ws: Workspace, reports: list[DraftReport], state: Any) -> list[DraftReport]:
+    """Apply every finding's safe fix (quote replacement, re-anchor, IME slip) and re-check.
+
+    SPEC §10 safe fixes. Spans are in the text :meth:`Workspace.check_file` saw, which has
+    no BOM; a draft's BOM is set aside while editing and written back. Line ends are kept as
+    they are. Each draft is written atomically (:func:`grounding_core.fixes.write_atomic`);
+    a draft that is, or links to, an evidence file is never written (a message on stderr,
+    the report stands).
+    """
+    from grounding_core.fixes import UnsafeWrite, apply_edits, check_draft_write, write_atomic
 
     out: list[DraftReport] = []
     for report in reports:
         edits = [f.fix for f in report.findings if f.fix is not None]
         if edits:
-            path = ws.config.root / report.path
-            text = path.read_bytes().decode("utf-8")
-            bom = "\ufeff" if text.startswith("\ufeff") else ""
-            path.write_bytes((bom + apply_edits(text[len(bom):], edits)).encode("utf-8"))
+            try:
+                path = check_draft_write(ws.config.root / report.path, ws.config.evidence_root)
+                text = path.read_bytes().decode("utf-8")
+                bom = "\ufeff" if text.startswith("\ufeff") else ""
+                write_atomic(path, (bom + apply_edits(text[len(bom):], edits)).encode("utf-8"))
+            except (UnsafeWrite, OSError, UnicodeDecodeError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                print(f"grounding: not fixing {report.path}: {reason}", file=sys.stderr)
+                out.append(report)
+                continue
             for edit in edits:
                 print(f"grounding: fixed {report.path}:{edit.span.start_line + 1}: {edit.title}",
                       file=sys.stderr)
-            report = ws.check_file(report.path, state)
+            report = _check_one(ws, report.path, state)
         out.append(report)
     return out
 
@@ -457,5 +505,4 @@ def cmd_answer(args: argparse.Namespace) -> int:
 def cmd_lsp(args: argparse.Namespace) -> int:
     from server.app import serve_stdio
 
-    serve_stdio()
-    return EXIT_OK
+    return serve_stdio()  # the LSP exit code: 0 after shutdown + exit, 1 otherwise

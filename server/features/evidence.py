@@ -1,234 +1,236 @@
-"""Workspace start-up, evidence indexing with progress, and watching the evidence folder.
+"""Diagnostics of evidence files, pushed whether or not they are open (SPEC §7, §10).
 
-SPEC §10: index at start-up in the background with work-done progress; watch the evidence
-root with watchfiles (any event -> one coalesced rescan after a ~200 ms quiet period; the
-rescan re-stats and re-hashes, so adds, modifies, deletes and atomic saves all land); also
-accept ``workspace/didChangeWatchedFiles``, registered dynamically when the client supports
-it. If the OS watcher cannot start (watch limit, unsupported filesystem) it falls back to
-polling with one warning. Evidence is read from disk, never from editor buffers.
-
-Testing hook: with the environment variable ``GROUNDING_FORCE_WATCH_ERROR`` set (any
-non-empty value) the OS watcher fails at start as if the inotify watch limit were reached,
-so the polling fallback can be exercised end to end (tests/robustness/test_storm.py).
+After each scan (and after a settings change that can change them) :func:`refresh` works out,
+in a worker thread, which evidence files' findings may have changed
+(``grounding_core.evidence_findings.affected_paths``: the files re-read, the files whose scan
+findings differ, the files holding lines of conflict keys the changed documents touch; on the
+first refresh of a workspace, every file with a finding), then recomputes those files in
+chunks of :data:`CHUNK` — findings, a digest, and the LSP diagnostics of the files whose
+digest differs from the one published — and publishes only those. Draft checks come first:
+before each chunk the refresh waits while any draft check is scheduled or running. A refresh
+whose index view was replaced meanwhile stops and leaves its remaining files to the next one.
+The loop keeps one small digest per file it has published to, never the findings themselves.
 """
 
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
 import os
-import threading
-import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from lsprotocol import types
-from pygls.capabilities import get_capability
-from pygls.uris import to_fs_path
+from pygls.uris import from_fs_path
 
-if TYPE_CHECKING:
-    from server.app import GroundingServer, ServerState
+from grounding_core.evidence_findings import ConflictCache, affected_paths, conflict_paths, file_findings
+from grounding_core.index import IndexSnapshot, VersionRecord
+from grounding_core.model import Finding
+from grounding_core.store import ScanResult
+from grounding_core.text import split_lines
+from server.convert import EVIDENCE_MORE, lsp_diagnostics
+from server.features import diagnostics
+from server.positions import PositionCodec
+from server.session import Client, FileLines, IndexView, Session
+
+__all__ = ["CHUNK", "refresh"]
 
 logger = logging.getLogger(__name__)
 
-QUIET_PERIOD_MS = 200
-FORCE_WATCH_ERROR_ENV = "GROUNDING_FORCE_WATCH_ERROR"
-"""Set to make the OS watcher fail at start (a testing hook; see the module docstring)."""
-TEMP_SUFFIXES = ("~", ".swp", ".swx", ".tmp", ".part", ".crdownload")
+CHUNK = 16
+"""Evidence files recomputed and published per worker call (small: a draft check waiting for
+the interpreter lock waits for at most one chunk)."""
+_TASK = "evidence:refresh"
+
+Published = dict[str, int]
+ScanMap = dict[str, tuple[Finding, ...]]
 
 
-def register(server: GroundingServer, state: ServerState) -> None:
-    engine = state.engine
-    watcher: dict[str, Any] = {"stop": None, "task": None}
+@dataclass
+class _State:
+    """The loop's bookkeeping (``session.feature_state["evidence"]``)."""
 
-    @state.on_initialized
-    async def start(ls: GroundingServer) -> None:
-        root = _workspace_root(ls)
-        if root is None:
-            ls.window_show_message(types.ShowMessageParams(
-                types.MessageType.Warning,
-                "Grounding: open a folder (the workspace root holding grounding.toml) to check drafts."))
-            engine.indexed.set()
-            return
-        settings = await _settings(ls)
-        message = engine.open_workspace(root, settings)
-        if message:
-            ls.window_show_message(types.ShowMessageParams(types.MessageType.Warning, message))
-        _warm_tokenizer(engine.workspace.config.encoding if engine.workspace else "o200k_base")
-        # Watch first, then index: a file saved while the initial scan runs (after the scan
-        # read it) reaches the watcher, whose rescan waits for this one (Engine.reindex).
-        # The yield lets the watcher task take its first step (watchfiles sets up the OS
-        # watches synchronously there) before the scan thread reads any file.
-        _start_watcher(ls, watcher)
-        await asyncio.sleep(0)
-        await _initial_index(ls)
-        await _register_watched_files(ls)
-
-    @state.on_shutdown
-    async def stop(ls: GroundingServer) -> None:
-        if watcher["stop"] is not None:
-            watcher["stop"].set()
-        task = watcher["task"]
-        if task is not None:
-            task.cancel()
-
-    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
-    def watched_files(ls: GroundingServer, params: types.DidChangeWatchedFilesParams) -> None:
-        if any(engine.evidence_rel(change.uri) is not None or _under_evidence(ls, change.uri)
-               for change in params.changes):
-            engine.request_reindex(QUIET_PERIOD_MS / 1000)
-
-    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
-    async def configuration_changed(ls: GroundingServer, params: types.DidChangeConfigurationParams) -> None:
-        if engine.workspace is None:
-            return
-        settings = await _settings(ls, params.settings)
-        message = engine.open_workspace(engine.workspace.config.root, settings)
-        if message:
-            ls.window_show_message(types.ShowMessageParams(types.MessageType.Warning, message))
-        engine.request_reindex()
+    published: Published = field(default_factory=dict)
+    """Evidence path -> digest of the non-empty findings last published for it."""
+    scan_map: ScanMap = field(default_factory=dict)
+    """Evidence path -> the scan's findings, non-empty only (replaced, never mutated)."""
+    snapshot: IndexSnapshot | None = None
+    """The snapshot the published findings were computed from."""
+    root: Path | None = None
+    """The evidence root :attr:`published` paths are relative to."""
+    epoch: int = -1
+    scan: ScanResult | None = None
+    docs: set[str] = field(default_factory=set)
+    paths: dict[str, VersionRecord | None] = field(default_factory=dict)
+    full: bool = True
 
 
-def _warm_tokenizer(encoding: str) -> None:
-    """Build the tiktoken encoding in a worker thread now (about 2 s for o200k_base), so the
-    first draft check does not pay for it while the writer waits for diagnostics.
+def _state(session: Session) -> _State:
+    state = session.feature_state.get("evidence")
+    if not isinstance(state, _State):
+        state = session.feature_state["evidence"] = _State()
+    return state
+
+
+def refresh(session: Session, scan: ScanResult | None, before: IndexView | None) -> None:
+    """Bring evidence diagnostics up to date after ``scan`` (None: a settings change);
+    ``before`` is the view the previous diagnostics were computed from (None: recompute every
+    file with findings).
     """
-    from grounding_core.budget import get_encoding
-
-    def warm() -> None:
-        try:
-            get_encoding(encoding)
-        except Exception:  # reported by the first check that needs it
-            logger.exception("loading the %s tokenizer failed", encoding)
-
-    threading.Thread(target=warm, name="grounding-tokenizer", daemon=True).start()
-
-
-def _workspace_root(ls: GroundingServer) -> Path | None:
-    folders = ls.workspace.folders
-    uri = next(iter(folders.values())).uri if folders else ls.workspace.root_uri
-    if not uri:
-        return None
-    path = to_fs_path(uri)
-    return Path(path) if path else None
+    state = _state(session)
+    if scan is not None:
+        state.scan = scan
+        state.docs.update(e.doc_id for e in scan.events)
+    if before is None or state.epoch != session.epoch:
+        state.full = True
+    if session.tasks.running(_TASK) is None:
+        session.tasks.start(_TASK, _refresh_loop(session))
 
 
-async def _settings(ls: GroundingServer, pushed: Any = None) -> dict[str, Any]:
-    """Settings: ``initializationOptions``, then the client's ``grounding`` section."""
-    settings: dict[str, Any] = {}
-    options = getattr(ls.state, "initialization_options", None)
-    if isinstance(options, dict):
-        settings.update(options.get("grounding", options))
-    if isinstance(pushed, dict) and isinstance(pushed.get("grounding"), dict):
-        settings.update(pushed["grounding"])
-    if get_capability(ls.client_capabilities, "workspace.configuration", False):
-        try:
-            items = await asyncio.wait_for(ls.workspace_configuration_async(types.ConfigurationParams(
-                items=[types.ConfigurationItem(section="grounding")])), timeout=2)
-            if items and isinstance(items[0], dict):
-                settings.update({k: v for k, v in items[0].items() if v not in (None, "")})
-        except Exception:  # a client that answers badly or slowly: keep what we have
-            logger.info("workspace/configuration unavailable; using initializationOptions")
-    return settings
-
-
-async def _initial_index(ls: GroundingServer) -> None:
-    engine = ls.state.engine
-    token = str(uuid.uuid4())
-    use_progress = bool(get_capability(ls.client_capabilities, "window.work_done_progress", False))
-    loop = asyncio.get_running_loop()
-    if use_progress:
-        try:
-            await ls.work_done_progress.create_async(token)
-            ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(
-                title="Grounding: indexing evidence", percentage=0, cancellable=False))
-        except Exception:
-            use_progress = False
-    last = {"pct": -1}
-
-    def progress(done: int, total: int, path: str) -> None:
-        pct = int(done * 100 / max(total, 1))
-        if use_progress and pct >= last["pct"] + 5:
-            last["pct"] = pct
-            loop.call_soon_threadsafe(ls.work_done_progress.report, token, types.WorkDoneProgressReport(
-                message=f"{done}/{total} {path}", percentage=pct))
-
-    result = await engine.reindex(progress)
-    if use_progress:
-        docs = len(result.state.doc_ids()) if result else 0
-        ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message=f"{docs} documents indexed"))
-
-
-def _start_watcher(ls: GroundingServer, watcher: dict[str, Any]) -> None:
-    engine = ls.state.engine
-    if engine.workspace is None:
-        return
-    root = engine.workspace.config.evidence_root
-    if not root.is_dir():
-        return
-    stop = asyncio.Event()
-    watcher["stop"] = stop
-    watcher["task"] = asyncio.get_running_loop().create_task(_watch(ls, root, stop))
-
-
-def _wanted(change: Any, path: str) -> bool:
-    name = Path(path).name
-    if name.startswith(".#") or name.endswith(TEMP_SUFFIXES) or "/.git/" in path or "/.grounding/" in path:
-        return False
-    return True
-
-
-async def _watch(ls: GroundingServer, root: Path, stop: asyncio.Event) -> None:
-    """Watchfiles loop; falls back to polling once if the OS watcher fails."""
-    from watchfiles import awatch
-
-    engine = ls.state.engine
-    polling = False
-    while not stop.is_set():
-        try:
-            if not polling and os.environ.get(FORCE_WATCH_ERROR_ENV):
-                raise OSError(errno.ENOSPC, f"OS file watch limit reached ({FORCE_WATCH_ERROR_ENV})")
-            async for _changes in awatch(root, watch_filter=_wanted, debounce=QUIET_PERIOD_MS,
-                                         step=50, stop_event=stop, force_polling=polling,
-                                         poll_delay_ms=300, recursive=True):
-                engine.request_reindex()
+async def _refresh_loop(session: Session) -> None:
+    state = _state(session)
+    while state.full or state.scan is not None or state.paths:
+        await _drafts_first(session)
+        view = session.current_view()
+        if view is None:
             return
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            if polling:
-                logger.exception("polling the evidence folder failed; watching stopped")
-                return
-            polling = True
-            logger.warning("file watching failed (%s); polling the evidence folder instead", exc)
-            ls.window_show_message(types.ShowMessageParams(
-                types.MessageType.Warning,
-                f"Grounding: cannot watch {root} ({exc}); polling for changes instead."))
+        if state.root != view.config.evidence_root:  # a new evidence folder: clear the old one's
+            for path in state.published:
+                session.client.publish_diagnostics(_uri(state.root, path), None, [])
+            state.published, state.scan_map, state.root, state.full = {}, {}, view.config.evidence_root, True
+        scan, docs, paths, full = state.scan, state.docs, state.paths, state.full
+        state.scan, state.docs, state.paths, state.full = None, set(), {}, False
+        before = state.snapshot if state.epoch == view.epoch and not full else None
+        plan = await session.readers.run(
+            _plan, view, before, state.scan_map, scan.evidence if scan is not None else None,
+            bool(getattr(scan, "full", True)), list(scan.changed) if scan is not None else [], docs, paths,
+            set(state.published))
+        state.scan_map = plan.scan_map
+        todo = list(plan.affected.items())
+        # one cache of conflict keys for the whole refresh (the chunks run one at a time)
+        cache = ConflictCache(view.snapshot, view.today, view.config.evidence_display)
+        for start in range(0, len(todo), CHUNK):
+            await _drafts_first(session)
+            current = session.current_view()
+            if current is None or current.generation != view.generation:
+                state.paths.update(todo[start:])  # the next refresh does the rest
+                state.docs.update(docs)
+                break
+            chunk = todo[start:start + CHUNK]
+            digests = {path: state.published.get(path) for path, _ in chunk}
+            out = await session.readers.run(_chunk, view, cache, session.client, session.codec, session.file_lines,
+                                            chunk, plan.scan_map, digests)
+            for path, digest, prepared in out:
+                session.client.send_prepared(prepared)
+                if digest is None:
+                    state.published.pop(path, None)
+                else:
+                    state.published[path] = digest
+            await asyncio.sleep(0)
+        else:
+            state.snapshot, state.epoch = view.snapshot, view.epoch
 
 
-async def _register_watched_files(ls: GroundingServer) -> None:
-    engine = ls.state.engine
-    if engine.workspace is None:
-        return
-    if not get_capability(ls.client_capabilities, "workspace.did_change_watched_files.dynamic_registration", False):
-        return
-    root = engine.workspace.config.evidence_root
-    pattern = types.RelativePattern(base_uri=root.as_uri(), pattern="**/*")
+async def _drafts_first(session: Session) -> None:
+    """Wait while a draft check is scheduled or running: the person writing waits for those
+    diagnostics (and typing keeps scheduling them), evidence diagnostics can wait.
+    """
+    while checks := session.tasks.running_prefixed(diagnostics.CHECK_PREFIX):
+        await asyncio.wait(checks)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    scan_map: ScanMap
+    affected: dict[str, VersionRecord | None]
+
+
+def _plan(view: IndexView, before: IndexSnapshot | None, old_map: ScanMap,
+          evidence: Mapping[str, Sequence[Finding]] | None, full_walk: bool, changed: list[str], docs: set[str],
+          paths: dict[str, VersionRecord | None], published: set[str]) -> _Plan:
+    """Which files to recompute (worker thread; see the module docstring)."""
+    snapshot, today = view.snapshot, view.today
+    scan_map = old_map
+    affected: dict[str, VersionRecord | None] = dict(paths)
+    if evidence is not None:
+        if full_walk:  # the scan lists every path
+            scan_map = {path: tuple(found) for path, found in evidence.items() if found}
+        else:  # a scan of some paths lists those it looked at (and those whose findings changed)
+            scan_map = dict(old_map)
+            for path, found in evidence.items():
+                if found:
+                    scan_map[path] = tuple(found)
+                else:
+                    scan_map.pop(path, None)
+        for path in set(old_map) | set(scan_map):
+            if old_map.get(path) != scan_map.get(path):
+                affected.setdefault(path, None)
+        for path in changed:  # re-read: its ranges may move, if it shows anything
+            if path in scan_map or path in published:
+                affected.setdefault(path, None)
+    if before is None:
+        for path in (*scan_map, *published):
+            affected.setdefault(path, None)
+        for path, record in conflict_paths(snapshot, today).items():
+            if affected.get(path) is None:
+                affected[path] = record
+    else:
+        for path, record in affected_paths(before, snapshot, docs, today).items():
+            if affected.get(path) is None:
+                affected[path] = record
+    return _Plan(scan_map, dict(sorted(affected.items())))
+
+
+def _chunk(view: IndexView, cache: ConflictCache, client: Client, codec: PositionCodec, file_lines: FileLines,
+           chunk: Iterable[tuple[str, VersionRecord | None]], scan_map: ScanMap,
+           digests: dict[str, int | None]) -> list[tuple[str, int | None, Any]]:
+    """The files in ``chunk`` whose findings changed: path, new digest (None: no findings any
+    more) and the prepared publication (worker thread).
+    """
+    snapshot = view.snapshot
+    root = view.config.root
+    out: list[tuple[str, int | None, Any]] = []
+    for path, hint in chunk:
+        record = hint if hint is not None and hint.path == path else snapshot.record_for_path(path)
+        scanned = scan_map.get(path, ())
+        findings = file_findings(path, scanned, cache, record)
+        if not findings:
+            if digests.get(path) is not None:
+                out.append((path, None, client.prepare_diagnostics(view.evidence_uri(path), None, [])))
+            continue
+        # the version's hash is part of the digest: its text changed, its ranges may have moved
+        digest = hash((record.sha256 if record is not None else "", findings))
+        if digests.get(path) == digest:
+            continue
+        # The scan's findings are about the file as it is now (which the index may not hold);
+        # conflicts are about the indexed version, the file's current content otherwise.
+        if record is not None and record.path == path and not scanned:
+            lines: Sequence[str] = snapshot.document(record).lines
+        else:
+            lines = _disk_lines(view.config.evidence_root, path)
+        items = lsp_diagnostics(findings, lines, codec, view.root_uri, lambda rel: file_lines(str(root / rel)),
+                                more=EVIDENCE_MORE)
+        out.append((path, digest, client.prepare_diagnostics(view.evidence_uri(path), None, items)))
+    return out
+
+
+def _uri(root: Path | None, path: str) -> str:
+    return (from_fs_path(str(root / path)) or "") if root is not None else path
+
+
+def _disk_lines(evidence_root: Path, path: str) -> tuple[str, ...]:
+    """The file's lines from disk, for the ranges of findings on files the index does not hold.
+
+    A refused symlink may point outside the evidence root: it is never read (SPEC §2); its
+    findings sit at 1:1, which needs no line text.
+    """
+    full = evidence_root / path
+    if not Path(os.path.realpath(full)).is_relative_to(evidence_root):
+        return ()
     try:
-        await ls.client_register_capability_async(types.RegistrationParams(registrations=[
-            types.Registration(
-                id="grounding-evidence-watch", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
-                register_options=types.DidChangeWatchedFilesRegistrationOptions(
-                    watchers=[types.FileSystemWatcher(glob_pattern=pattern)]),
-            )]))
-    except Exception:
-        logger.info("the client refused the file watcher registration")
-
-
-def _under_evidence(ls: GroundingServer, uri: str) -> bool:
-    engine = ls.state.engine
-    if engine.workspace is None:
-        return False
-    path = to_fs_path(uri)
-    return bool(path) and Path(path).is_relative_to(engine.workspace.config.evidence_root)
+        data = full.read_bytes()
+    except OSError:
+        return ()
+    text = data.decode("utf-8", errors="replace")
+    return tuple(split_lines(text[1:] if text.startswith("\ufeff") else text))

@@ -1,6 +1,6 @@
 """Draft status for the editor: a ``grounding/status`` notification and a code lens (SPEC §7.5, §8).
 
-After every new report of an open draft (``engine.on_reports``) the server sends the custom
+After every new result of an open draft (:func:`on_result`) the server sends the custom
 notification ``grounding/status`` with::
 
     {"uri": str, "status": "answered" | "partial" | "abstain" | "conflict",
@@ -12,36 +12,35 @@ notification ``grounding/status`` with::
 (the VS Code client's status bar reads it; a closed draft sends nothing). An opened document
 that is not a draft gets ``{"uri": str, "status": null}`` once, so that a client showing a
 "checking" state until the first status knows there is nothing to wait for. ``textDocument/
-codeLens`` puts one lens on line 0 of each draft, titled like
-``answered · 2/2 claims valid · 0 conflicts · 218/240 output tokens`` (``218 output tokens``
-when the draft declares no reserve), whose command ``grounding.showContext [uri]`` returns the
-compiled context summary. When the client supports ``workspace/codeLens/refresh`` the server
-asks for a refresh after reports change (coalesced: at most one request in flight).
+codeLens`` puts one lens on line 0 of each draft, titled like ``answered · 2/2 claims valid ·
+0 conflicts · 218/240 output tokens`` (``218 output tokens`` when the draft declares no
+reserve; `` · N memory claims`` when it cites memory), whose command ``grounding.showContext
+[uri]`` returns the compiled context summary. When the client supports
+``workspace/codeLens/refresh`` the server asks for a refresh after results change (coalesced:
+at most one request in flight).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lsprotocol import types
-from pygls.capabilities import get_capability
 
 from grounding_core.model import DraftReport, Severity
-from server.features import memory as memory_feature
-from server.features.actions import current_result
+from server.features import memory
+from server.session import DraftResult, Session
 
-if TYPE_CHECKING:
-    from server.app import DocumentEvent, GroundingServer, ServerState
-    from server.engine import DraftResult
-
-__all__ = ["STATUS_NOTIFICATION", "lens_title", "register", "status_params"]
+__all__ = ["SHOW_CONTEXT", "STATUS_NOTIFICATION", "code_lens", "lens_title", "on_result", "opened",
+           "status_params"]
 
 logger = logging.getLogger(__name__)
 
 STATUS_NOTIFICATION = "grounding/status"
 SHOW_CONTEXT = "grounding.showContext"
+CODE_LENS_OPTIONS = types.CodeLensOptions(resolve_provider=False)
+_REFRESH = "status:code-lens-refresh"
 
 
 def status_params(uri: str, report: DraftReport) -> dict[str, Any]:
@@ -57,7 +56,7 @@ def status_params(uri: str, report: DraftReport) -> dict[str, Any]:
         "reserve": report.output_reserve,
         "errors": severities.count(Severity.ERROR),
         "warnings": severities.count(Severity.WARNING),
-        **memory_feature.status_fields(report),  # memory hook (SPEC §11): memoryClaims, validMemoryClaims
+        **memory.status_fields(report),  # memory hook (SPEC §11)
     }
 
 
@@ -69,69 +68,60 @@ def lens_title(report: DraftReport) -> str:
     if p["outputTokens"] is not None:
         budget = f"/{p['reserve']}" if p["reserve"] is not None else ""
         parts.append(f"{p['outputTokens']}{budget} output tokens")
-    return " · ".join(parts) + memory_feature.lens_suffix(report)
+    return " · ".join(parts) + memory.lens_suffix(report)
 
 
-def register(server: GroundingServer, state: ServerState) -> None:
-    engine = state.engine
-    refresh: dict[str, Any] = {"task": None, "again": False}
+def on_result(session: Session, result: DraftResult) -> None:
+    """A new fresh result of an open draft: tell the status bar, refresh the code lenses."""
+    session.client.notify(STATUS_NOTIFICATION, status_params(result.uri, result.report))
+    request_refresh(session)
 
-    @engine.on_reports
-    def on_report(uri: str, result: DraftResult | None) -> None:
-        if result is not None:
-            server.protocol.notify(STATUS_NOTIFICATION, status_params(uri, result.report))
-        _request_refresh(server, refresh)
 
-    @state.on_document
-    async def on_document(ls: GroundingServer, event: DocumentEvent) -> None:
-        if event.kind != "open":
-            return
-        await engine.indexed.wait()  # before it, the drafts globs are not known
-        if engine.draft_rel(event.uri) is None:
-            server.protocol.notify(STATUS_NOTIFICATION, {"uri": event.uri, "status": None})
+def opened(session: Session, uri: str) -> None:
+    """A document was opened: once the drafts globs are known, a non-draft gets status null."""
+    session.tasks.start(f"status:opened:{uri}", _opened(session, uri))
 
-    @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
-    async def code_lens(ls: GroundingServer, params: types.CodeLensParams) -> list[types.CodeLens] | None:
-        uri = params.text_document.uri
-        if engine.draft_rel(uri) is None:
-            return None
+
+async def _opened(session: Session, uri: str) -> None:
+    await session.ready.wait()
+    if session.document(uri) is not None and session.draft_rel(uri) is None:
+        session.client.notify(STATUS_NOTIFICATION, {"uri": uri, "status": None})
+
+
+async def code_lens(session: Session, params: types.CodeLensParams) -> list[types.CodeLens] | None:
+    """``textDocument/codeLens``: one lens on line 0 of a draft (title in the module docstring)."""
+    uri = params.text_document.uri
+    await session.ready.wait()
+    if session.draft_rel(uri) is None:
+        return None
+    result = session.fresh_result(uri) or await session.current_result(uri)
+    if result is None:
+        return None
+    start = types.Position(line=0, character=0)
+    return [types.CodeLens(range=types.Range(start=start, end=start),
+                           command=types.Command(title=lens_title(result.report), command=SHOW_CONTEXT,
+                                                 arguments=[uri]))]
+
+
+def request_refresh(session: Session) -> None:
+    """Ask the client to re-request code lenses; one request in flight, later ones coalesce."""
+    if not session.capability("workspace.code_lens.refresh_support", False):
+        return
+    if session.tasks.running(_REFRESH) is not None:
+        session.feature_state[_REFRESH] = True
+        return
+    session.tasks.start(_REFRESH, _refresh(session))
+
+
+async def _refresh(session: Session) -> None:
+    while True:
+        session.feature_state[_REFRESH] = False
         try:
-            result = engine.result_for(uri) or await current_result(state, uri)
+            await session.client.refresh_code_lenses()
         except asyncio.CancelledError:
             raise
-        except Exception:
-            logger.exception("code lens failed for %s", uri)
-            return None
-        if result is None:
-            return None
-        start = types.Position(line=0, character=0)
-        return [types.CodeLens(
-            range=types.Range(start=start, end=start),
-            command=types.Command(title=lens_title(result.report), command=SHOW_CONTEXT,
-                                  arguments=[uri]),
-        )]
-
-
-def _request_refresh(server: GroundingServer, refresh: dict[str, Any]) -> None:
-    """Ask the client to re-request code lenses; one request in flight, later ones coalesce."""
-    if not get_capability(server.client_capabilities, "workspace.code_lens.refresh_support", False):
-        return
-    task = refresh["task"]
-    if task is not None and not task.done():
-        refresh["again"] = True
-        return
-
-    async def run() -> None:
-        while True:
-            refresh["again"] = False
-            try:
-                await server.workspace_code_lens_refresh_async(None)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # a client that refuses: lenses update on its next request
-                logger.info("workspace/codeLens/refresh failed: %s", exc)
-                return
-            if not refresh["again"]:
-                return
-
-    refresh["task"] = asyncio.get_running_loop().create_task(run())
+        except Exception as exc:  # a client that refuses: lenses update on its next request
+            logger.info("workspace/codeLens/refresh failed: %s", exc)
+            return
+        if not session.feature_state.get(_REFRESH):
+            return

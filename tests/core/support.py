@@ -9,12 +9,12 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any, Protocol
 
 from grounding_core.model import DraftReport, Finding, Severity
 from grounding_core.workspace import Workspace
+from tests.support.workspace import write_files as write_files  # the one workspace builder
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = (REPO / ".." / "shared").resolve()
@@ -30,22 +30,6 @@ def sha256(data: bytes | str) -> str:
     if isinstance(data, str):
         data = data.encode("utf-8")
     return hashlib.sha256(data).hexdigest()
-
-
-def write_files(root: Path, files: dict[str, str | bytes]) -> None:
-    """Write each file byte-exactly (no newline translation) under ``root``.
-
-    Rewriting an existing file always moves its mtime forward: the index re-reads a file
-    only when its size or mtime changed (SPEC §4), and two same-size writes within one
-    file-system clock tick would otherwise look untouched.
-    """
-    for rel, content in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        before = path.stat().st_mtime_ns if path.exists() else None
-        path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
-        if before is not None and path.stat().st_mtime_ns <= before:
-            os.utime(path, ns=(before + 1_000_000, before + 1_000_000))
 
 
 class MakeWorkspace(Protocol):

@@ -6,7 +6,7 @@ positions) and Neovim (UTF-8 positions); a third profile, VS Code plus pull-diag
 capabilities, covers ``textDocument/diagnostic`` and ``workspace/diagnostic/refresh``.
 
 No test sleeps: each one waits for the publication (or refresh request) it expects, through
-the recording client of ``conftest.py`` (``client.recorder``), with a 30 s upper bound.
+the recording client of ``tests/support/lsp.py`` (``client.recorder``), with a 30 s upper bound.
 Expected ranges are computed here, from
 code-point columns found in the test's own text, converted with this module's own
 :func:`units` (never with the server's codec).
@@ -27,12 +27,13 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
 from lsprotocol import types
-from pytest_lsp import LanguageClient, client_capabilities
+
+from tests.support.lsp import SERVER_ENV, RecordingClient, lsp_session
+from tests.support.workspace import write
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 """The module-scoped servers live in the module's event loop; so must the tests."""
@@ -182,15 +183,7 @@ CLEAN = md(CLAIM, "", VALID)
 """A draft with no finding at all: answered, visible, no conflict."""
 
 
-def write(root: Path, rel: str, content: str | bytes) -> Path:
-    """Write ``content`` byte-exactly (no newline translation)."""
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
-    return path
-
-
-def build_workspace(root: Path, env: dict[str, str], *, reuse: bool = True) -> Path:
+def build_workspace(root: Path, env: dict[str, str] = SERVER_ENV, *, reuse: bool = True) -> Path:
     """A workspace provoking every GR code; returns the resolved root.
 
     With ``reuse``, the evidence is indexed once by ``grounding index`` and ``reused.md`` is
@@ -275,30 +268,29 @@ async def test_units_and_ranges_are_computed_independently() -> None:
 
 # One server per client profile for the module, on a workspace of its own.
 @pytest_asyncio.fixture(scope="module", loop_scope="module", params=list(PROFILES))
-async def client(request: pytest.FixtureRequest, lsp_session: Any, server_env: dict[str, str],
-                 tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[LanguageClient]:
-    root = build_workspace(tmp_path_factory.mktemp(f"ws-{request.param}"), server_env)
-    async with lsp_session(client_capabilities(request.param), root) as lsp:
+async def client(request: pytest.FixtureRequest,
+                 tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RecordingClient]:
+    root = build_workspace(tmp_path_factory.mktemp(f"ws-{request.param}"))
+    async with lsp_session(root, request.param) as lsp:
         yield lsp
 
 
-def encoding_of(client: LanguageClient) -> str:
-    encoding = client.initialize_result.capabilities.position_encoding  # type: ignore[attr-defined]
-    return str(getattr(encoding, "value", encoding))  # "utf-16" whether enum or plain str
+def encoding_of(client: RecordingClient) -> str:
+    return client.encoding  # "utf-16", "utf-8"
 
 
-def root_of(client: LanguageClient) -> Path:
-    return client.root  # type: ignore[attr-defined, no-any-return]
+def root_of(client: RecordingClient) -> Path:
+    return client.root
 
 
-def open_draft(client: LanguageClient, uri: str, text: str, version: int = 1) -> None:
+def open_draft(client: RecordingClient, uri: str, text: str, version: int = 1) -> None:
     language = "json" if uri.endswith(".json") else "markdown"
     client.text_document_did_open(types.DidOpenTextDocumentParams(
         text_document=types.TextDocumentItem(uri=uri, language_id=language, version=version,
                                              text=text)))
 
 
-def change(client: LanguageClient, uri: str, version: int,
+def change(client: RecordingClient, uri: str, version: int,
            *changes: types.TextDocumentContentChangePartial) -> None:
     client.text_document_did_change(types.DidChangeTextDocumentParams(
         text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
@@ -341,7 +333,7 @@ def whole_line(path: Path, line: int, encoding: str) -> types.Range:
 # ------------------------------------------------------------------------------- tests
 
 
-async def test_server_negotiates_the_profile_encoding(client: LanguageClient) -> None:
+async def test_server_negotiates_the_profile_encoding(client: RecordingClient) -> None:
     offered = client.capabilities.general.position_encodings if (  # type: ignore[union-attr]
         client.capabilities and client.capabilities.general) else None
     assert encoding_of(client) == ("utf-8" if offered and "utf-8" in offered else "utf-16")
@@ -354,7 +346,7 @@ async def test_every_spec_code_is_provoked_here() -> None:
 
 @pytest.mark.parametrize("code", list(DRAFT_CASES))
 async def test_draft_diagnostic_has_code_source_name_severity_and_range(
-    client: LanguageClient, code: str
+    client: RecordingClient, code: str
 ) -> None:
     path, text, anchor = DRAFT_CASES[code]
     uri = (root_of(client) / path).as_uri()
@@ -369,7 +361,7 @@ async def test_draft_diagnostic_has_code_source_name_severity_and_range(
 
 @pytest.mark.parametrize("code", list(EVIDENCE_CASES))
 async def test_evidence_file_diagnostic_is_pushed_without_opening_it(
-    client: LanguageClient, code: str
+    client: RecordingClient, code: str
 ) -> None:
     name, line = EVIDENCE_CASES[code]
     uri = (root_of(client) / "evidence" / name).as_uri()
@@ -379,14 +371,14 @@ async def test_evidence_file_diagnostic_is_pushed_without_opening_it(
     assert diagnostic.range.start.line == line
 
 
-async def test_both_files_sharing_a_doc_id_are_reported(client: LanguageClient) -> None:
+async def test_both_files_sharing_a_doc_id_are_reported(client: RecordingClient) -> None:
     for name in ("dup-a.md", "dup-b.md"):
         uri = (root_of(client) / "evidence" / name).as_uri()
         await client.recorder.wait_publish(uri, has("GR202"), what=f"GR202 on {name}")
 
 
 async def test_field_conflict_lists_every_source_as_related_information(
-    client: LanguageClient,
+    client: RecordingClient,
 ) -> None:
     encoding = encoding_of(client)
     evidence = root_of(client) / "evidence"
@@ -419,7 +411,7 @@ each): one claim-value-mismatch sentence (周三 vs the cited 周四), then an u
 
 
 async def test_sentence_ranges_on_a_line_starting_with_astral_characters(
-    client: LanguageClient,
+    client: RecordingClient,
 ) -> None:
     encoding = encoding_of(client)
     text = md(ASTRAL_LINE, "", VALID)
@@ -442,7 +434,7 @@ async def test_sentence_ranges_on_a_line_starting_with_astral_characters(
     assert mismatch.range.end.character == expected[0]
 
 
-async def test_ranges_on_crlf_lines_stop_before_the_line_end(client: LanguageClient) -> None:
+async def test_ranges_on_crlf_lines_stop_before_the_line_end(client: RecordingClient) -> None:
     encoding = encoding_of(client)
     definition = cite("1", "schedule@2:7", "- 活动时间：周四🎉")
     text = md(ASTRAL_LINE, "", definition, newline="\r\n")
@@ -463,7 +455,7 @@ async def test_ranges_on_crlf_lines_stop_before_the_line_end(client: LanguageCli
     assert uncited.range == client_range(text, 5, start, len(ASTRAL_LINE), encoding)
 
 
-async def test_closing_a_draft_publishes_an_empty_list(client: LanguageClient) -> None:
+async def test_closing_a_draft_publishes_an_empty_list(client: RecordingClient) -> None:
     text = md(CLAIM, "", cite("1", "schedule@1:7", "- 活动时间：周四16:30"))
     uri = (root_of(client) / "answers/closing.md").as_uri()
     write(root_of(client), "answers/closing.md", text)
@@ -478,7 +470,7 @@ async def test_closing_a_draft_publishes_an_empty_list(client: LanguageClient) -
 
 
 async def test_fixing_a_quote_publishes_the_new_version_without_errors(
-    client: LanguageClient,
+    client: RecordingClient,
 ) -> None:
     encoding = encoding_of(client)
     text = DRAFT_CASES["GR103"][1]
@@ -499,7 +491,7 @@ async def test_fixing_a_quote_publishes_the_new_version_without_errors(
 
 
 async def test_rapid_changes_end_with_the_last_version_and_never_go_back(
-    client: LanguageClient,
+    client: RecordingClient,
 ) -> None:
     uri = (root_of(client) / "answers/rapid.md").as_uri()
     write(root_of(client), "answers/rapid.md", CLEAN)
@@ -543,10 +535,10 @@ def save(path: Path, content: str, how: str) -> None:
 @pytest.mark.parametrize("how", ["write", "atomic"])
 @pytest.mark.parametrize("profile", list(PROFILES))
 async def test_evidence_version_bump_on_disk_makes_open_draft_stale(
-    tmp_path: Path, lsp_session: Any, server_env: dict[str, str], profile: str, how: str
+    tmp_path: Path, profile: str, how: str
 ) -> None:
-    root = build_workspace(tmp_path, server_env, reuse=False)
-    async with lsp_session(client_capabilities(profile), root) as lsp:
+    root = build_workspace(tmp_path, reuse=False)
+    async with lsp_session(root, profile) as lsp:
         recorder = lsp.recorder
         uri = (root / "answers/valid.md").as_uri()
         write(root, "answers/valid.md", CLEAN)
@@ -574,16 +566,16 @@ def progress_kind(params: types.ProgressParams) -> str | None:
 
 @pytest.mark.parametrize("profile", list(PROFILES))
 async def test_evidence_saved_while_the_initial_index_runs_is_not_lost(
-    tmp_path: Path, lsp_session: Any, server_env: dict[str, str], profile: str
+    tmp_path: Path, profile: str
 ) -> None:
-    root = build_workspace(tmp_path, server_env, reuse=False)
+    root = build_workspace(tmp_path, reuse=False)
     # The schedule sorts first (the scan reads files in path order), then enough documents
     # that the scan is still running when the first progress report reaches the client.
     (root / "evidence/a").mkdir()
     os.replace(root / "evidence/schedule.md", root / "evidence/a/schedule.md")
     for n in range(BULK_DOCUMENTS):
         write(root, f"evidence/bulk/{n:04d}.md", f"---\ndoc_id: bulk-{n}\nsubject: 批量{n}\n---\n- 编号：{n}\n")
-    async with lsp_session(client_capabilities(profile), root) as lsp:
+    async with lsp_session(root, profile) as lsp:
         recorder = lsp.recorder
         await recorder.wait_until(
             lambda: any(progress_kind(p) == "report" for p in recorder.progress),
@@ -600,17 +592,7 @@ async def test_evidence_saved_while_the_initial_index_runs_is_not_lost(
 # --------------------------------------------------------------------- pull diagnostics
 
 
-def pull_capabilities() -> types.ClientCapabilities:
-    """VS Code's capabilities plus pull diagnostics with refresh support (LSP 3.17)."""
-    caps = client_capabilities("visual-studio-code")
-    assert caps.text_document is not None and caps.workspace is not None
-    caps.text_document.diagnostic = types.DiagnosticClientCapabilities(
-        dynamic_registration=False, related_document_support=False)
-    caps.workspace.diagnostics = types.DiagnosticWorkspaceClientCapabilities(refresh_support=True)
-    return caps
-
-
-async def pull(lsp: LanguageClient, uri: str) -> list[types.Diagnostic]:
+async def pull(lsp: RecordingClient, uri: str) -> list[types.Diagnostic]:
     report = await asyncio.wait_for(lsp.text_document_diagnostic_async(
         types.DocumentDiagnosticParams(text_document=types.TextDocumentIdentifier(uri=uri),
                                        identifier="grounding")), WAIT_SECONDS)
@@ -618,13 +600,13 @@ async def pull(lsp: LanguageClient, uri: str) -> list[types.Diagnostic]:
     return list(report.items)
 
 
-async def test_pull_mode_answers_requests_refreshes_and_never_pushes_drafts(
-    tmp_path: Path, lsp_session: Any, server_env: dict[str, str]
-) -> None:
-    root = build_workspace(tmp_path, server_env, reuse=False)
-    async with lsp_session(pull_capabilities(), root) as lsp:
+async def test_pull_mode_answers_requests_refreshes_and_never_pushes_drafts(tmp_path: Path) -> None:
+    """The ``pull`` profile: VS Code's capabilities plus pull diagnostics with refresh support."""
+    root = build_workspace(tmp_path, reuse=False)
+    async with lsp_session(root, "pull") as lsp:
         recorder = lsp.recorder
-        provider = lsp.initialize_result.capabilities.diagnostic_provider  # type: ignore[attr-defined]
+        assert lsp.initialize_result is not None
+        provider = lsp.initialize_result.capabilities.diagnostic_provider
         assert provider is not None and provider.identifier == "grounding"
 
         # Opened at once after `initialized`, while the server may still be indexing.

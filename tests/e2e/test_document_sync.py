@@ -4,13 +4,13 @@ Two client profiles, with the capabilities pytest-lsp captured from real editors
 VS Code (offers no ``positionEncodings``, so UTF-16) and Neovim (offers utf-8, utf-16,
 utf-32, so UTF-8). A seeded replay applies random incremental edits, computed in the
 negotiated encoding, to both the server and a reference string here, and compares after
-every edit through the ``grounding/documentText`` request.
+every edit through the ``grounding/documentText`` request. Each server is rooted in a
+temporary workspace (``tests/support``), never the checkout.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import re
 import sys
@@ -18,16 +18,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_lsp
+import pytest_asyncio
 from lsprotocol import types
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SERVER_ENV = {
-    **os.environ,
-    "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
-}
-CONFIG = ClientServerConfig(server_command=[sys.executable, "-m", "server"], server_env=SERVER_ENV)
+from tests.support import lsp as harness
+from tests.support.lsp import RecordingClient, lsp_session
+from tests.support.workspace import build_workspace
 
 PROFILES = {"visual-studio-code": "utf-16", "neovim": "utf-8"}
 """pytest-lsp client name -> the encoding the server must negotiate with it."""
@@ -156,43 +152,40 @@ def test_reference_editor_clamps_and_counts_units() -> None:
 # ------------------------------------------------------------------------- fixtures
 
 
-# One server per client profile for the whole module (starting Python + pygls takes ~1 s);
-# every test opens its own document URI so tests cannot see each other's text.
-@pytest_lsp.fixture(config=CONFIG, params=list(PROFILES), scope="module")
-async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest) -> AsyncIterator[None]:
-    params = types.InitializeParams(
-        capabilities=client_capabilities(request.param),
-        root_uri=REPO_ROOT.as_uri(),
-        workspace_folders=[types.WorkspaceFolder(uri=REPO_ROOT.as_uri(), name="main")],
-    )
-    result = await lsp_client.initialize_session(params)
-    lsp_client.initialize_result = result  # type: ignore[attr-defined]  # read by the tests
-    yield
-    await lsp_client.shutdown_session()
+# One server per client profile for the whole module (starting Python + pygls takes ~1 s), on
+# a temporary workspace; every test opens its own document URI so tests cannot see each
+# other's text.
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=list(PROFILES))
+async def client(request: pytest.FixtureRequest,
+                 tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RecordingClient]:
+    root = build_workspace(tmp_path_factory.mktemp(f"sync-{request.param}"),
+                           {"grounding.toml": 'index = ":memory:"\n', "evidence/.keep": ""})
+    async with lsp_session(root, request.param) as lsp:
+        yield lsp
 
 
 @pytest.fixture
-def doc_uri(request: pytest.FixtureRequest) -> str:
-    """A document URI unique to the running test (and client profile)."""
+def doc_uri(request: pytest.FixtureRequest, client: RecordingClient) -> str:
+    """A document URI unique to the running test (and client profile), in the workspace."""
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", request.node.name)
-    return (REPO_ROOT / "answers" / f"{name}.answer.md").as_uri()
+    return (client.root / "answers" / f"{name}.answer.md").as_uri()
 
 
-async def server_text(client: LanguageClient, uri: str) -> str:
+async def server_text(client: RecordingClient, uri: str) -> str:
     result = await client.protocol.send_request_async("grounding/documentText", {"uri": uri})
     assert result is not None, f"{uri} is not open on the server"
     return result.text
 
 
-def negotiated(client: LanguageClient) -> str:
-    return client.initialize_result.capabilities.position_encoding  # type: ignore[attr-defined]
+def negotiated(client: RecordingClient) -> str:
+    return client.encoding
 
 
 # ---------------------------------------------------------------------------- tests
 
 
 @in_module_loop
-async def test_server_negotiates_the_encoding_the_client_offers(client: LanguageClient) -> None:
+async def test_server_negotiates_the_encoding_the_client_offers(client: RecordingClient) -> None:
     caps = client.capabilities
     assert caps is not None
     offered = caps.general.position_encodings if caps.general else None
@@ -202,8 +195,9 @@ async def test_server_negotiates_the_encoding_the_client_offers(client: Language
 
 
 @in_module_loop
-async def test_server_advertises_incremental_sync_and_save(client: LanguageClient) -> None:
-    sync = client.initialize_result.capabilities.text_document_sync  # type: ignore[attr-defined]
+async def test_server_advertises_incremental_sync_and_save(client: RecordingClient) -> None:
+    assert client.initialize_result is not None
+    sync = client.initialize_result.capabilities.text_document_sync
     assert isinstance(sync, types.TextDocumentSyncOptions)
     assert sync.change == types.TextDocumentSyncKind.Incremental
     assert sync.open_close is True
@@ -212,7 +206,7 @@ async def test_server_advertises_incremental_sync_and_save(client: LanguageClien
 
 @in_module_loop
 async def test_open_document_text_is_returned_verbatim(
-    client: LanguageClient, doc_uri: str
+    client: RecordingClient, doc_uri: str
 ) -> None:
     client.text_document_did_open(
         types.DidOpenTextDocumentParams(
@@ -226,7 +220,7 @@ async def test_open_document_text_is_returned_verbatim(
 
 @in_module_loop
 async def test_200_random_incremental_edits_keep_server_text_equal_to_editor(
-    client: LanguageClient,
+    client: RecordingClient,
     doc_uri: str,
 ) -> None:
     encoding = negotiated(client)
@@ -263,7 +257,7 @@ async def test_200_random_incremental_edits_keep_server_text_equal_to_editor(
 
 @in_module_loop
 async def test_edit_after_last_line_without_newline_and_past_line_end(
-    client: LanguageClient,
+    client: RecordingClient,
     doc_uri: str,
 ) -> None:
     encoding = negotiated(client)
@@ -301,7 +295,7 @@ async def test_edit_after_last_line_without_newline_and_past_line_end(
 
 
 @in_module_loop
-async def test_closed_document_has_no_server_text(client: LanguageClient, doc_uri: str) -> None:
+async def test_closed_document_has_no_server_text(client: RecordingClient, doc_uri: str) -> None:
     client.text_document_did_open(
         types.DidOpenTextDocumentParams(
             text_document=types.TextDocumentItem(
@@ -320,19 +314,14 @@ async def test_closed_document_has_no_server_text(client: LanguageClient, doc_ur
 # ----------------------------------------------------------------------- lifecycle
 
 
-async def _start_initialized(profile: str) -> LanguageClient:
-    lsp_client = await CONFIG.start()
-    assert isinstance(lsp_client, LanguageClient)
-    await lsp_client.initialize_session(
-        types.InitializeParams(capabilities=client_capabilities(profile))
-    )
-    return lsp_client
+async def _start_initialized(profile: str, root: Path) -> RecordingClient:
+    return await harness.start(build_workspace(root, {"evidence/.keep": ""}), profile)
 
 
 @in_module_loop
 @pytest.mark.parametrize("profile", list(PROFILES))
-async def test_shutdown_then_exit_ends_the_process_with_code_0(profile: str) -> None:
-    lsp_client = await _start_initialized(profile)
+async def test_shutdown_then_exit_ends_the_process_with_code_0(profile: str, tmp_path: Path) -> None:
+    lsp_client = await _start_initialized(profile, tmp_path)
     process = lsp_client._server
     assert process is not None
     try:
@@ -343,12 +332,33 @@ async def test_shutdown_then_exit_ends_the_process_with_code_0(profile: str) -> 
 
 
 @in_module_loop
-async def test_exit_without_shutdown_ends_the_process_with_code_1() -> None:
-    lsp_client = await _start_initialized("visual-studio-code")
+async def test_exit_without_shutdown_ends_the_process_with_code_1(tmp_path: Path) -> None:
+    lsp_client = await _start_initialized("visual-studio-code", tmp_path)
     process = lsp_client._server
     assert process is not None
     try:
         lsp_client.exit(None)
         assert await asyncio.wait_for(process.wait(), timeout=30) == 1
+    finally:
+        await lsp_client.stop()
+
+
+GROUNDING_LSP = [sys.executable, "-m", "grounding.cli", "lsp"]
+"""``grounding lsp`` (the console script runs ``grounding.cli:main``)."""
+
+
+@in_module_loop
+@pytest.mark.parametrize("shutdown", [True, False], ids=["shutdown-then-exit", "exit-only"])
+async def test_grounding_lsp_exits_with_the_protocols_code(shutdown: bool, tmp_path: Path) -> None:
+    root = build_workspace(tmp_path, {"evidence/.keep": ""})
+    lsp_client = await harness.start(root, "neovim", command=GROUNDING_LSP)
+    process = lsp_client._server
+    assert process is not None
+    try:
+        if shutdown:
+            await asyncio.wait_for(lsp_client.shutdown_session(), timeout=30)
+        else:
+            lsp_client.exit(None)
+        assert await asyncio.wait_for(process.wait(), timeout=30) == (0 if shutdown else 1)
     finally:
         await lsp_client.stop()

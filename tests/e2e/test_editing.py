@@ -10,30 +10,20 @@ version (never sleeps) and checks that no error is left.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import re
-import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_lsp
+import pytest_asyncio
 from lsprotocol import types
-from pygls.protocol import default_converter
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
-from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SERVER_ENV = {
-    **os.environ,
-    "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
-}
-PROFILES = {"visual-studio-code": "utf-16", "neovim": "utf-8"}
-TIMEOUT = 30.0
-STATUS = "grounding/status"
+from tests.support.lsp import PROFILES, RecordingClient, lsp_session
+from tests.support.recorder import Recorder, plain
+from tests.support.workspace import build_workspace
 
 in_module_loop = pytest.mark.asyncio(loop_scope="module")
 
@@ -79,11 +69,8 @@ EVIDENCE = {
 
 
 def make_workspace(root: Path) -> Path:
-    (root / "grounding.toml").write_text('today = "2026-06-01"\n', encoding="utf-8")
-    for rel, text in EVIDENCE.items():
-        path = root / "evidence" / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(text.encode("utf-8"))  # bytes: CRLF stays CRLF
+    root = build_workspace(root, {"grounding.toml": 'today = "2026-06-01"\n',
+                                  **{f"evidence/{rel}": text for rel, text in EVIDENCE.items()}})
     (root / "answers").mkdir()
     return root
 
@@ -92,114 +79,28 @@ def sha(root: Path, rel: str) -> str:
     return hashlib.sha256((root / "evidence" / rel).read_bytes()).hexdigest()
 
 
-# ------------------------------------------------------ recording client notifications
-
-
-class Recorder:
-    """Every notification and server request the client saw, with waiters (no sleeping)."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, Any]] = []
-        self._waiters: list[tuple[Callable[[str, Any], bool], asyncio.Future[Any]]] = []
-
-    def record(self, method: str, params: Any) -> None:
-        self.events.append((method, params))
-        for predicate, future in list(self._waiters):
-            if not future.done() and predicate(method, params):
-                future.set_result(params)
-                self._waiters.remove((predicate, future))
-
-    def mark(self) -> int:
-        return len(self.events)
-
-    async def wait_for(self, predicate: Callable[[str, Any], bool], since: int = 0,
-                       timeout: float = TIMEOUT) -> Any:
-        for method, params in self.events[since:]:
-            if predicate(method, params):
-                return params
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiters.append((predicate, future))
-        return await asyncio.wait_for(future, timeout)
-
-
-def make_client() -> LanguageClient:
-    client = LanguageClient(converter_factory=default_converter)
-    recorder = Recorder()
-    client.recorder = recorder  # type: ignore[attr-defined]
-    features = dict(DEFAULT_CLIENT_FEATURES)
-
-    def publish_diagnostics(ls: LanguageClient, params: types.PublishDiagnosticsParams) -> None:
-        ls.diagnostics[params.uri] = params.diagnostics
-        recorder.record(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, params)
-
-    def status(ls: LanguageClient, params: Any) -> None:
-        recorder.record(STATUS, plain(params))
-
-    def apply_edit(ls: LanguageClient, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
-        recorder.record(types.WORKSPACE_APPLY_EDIT, params)
-        return types.ApplyWorkspaceEditResult(applied=True)
-
-    def code_lens_refresh(ls: LanguageClient, params: None) -> None:
-        recorder.record(types.WORKSPACE_CODE_LENS_REFRESH, None)
-
-    def accept(ls: LanguageClient, params: Any) -> None:
-        """Accept a (un)registration as an editor does (the server's file watcher)."""
-
-    features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = publish_diagnostics
-    features[STATUS] = status
-    features[types.WORKSPACE_APPLY_EDIT] = apply_edit
-    features[types.WORKSPACE_CODE_LENS_REFRESH] = code_lens_refresh
-    features[types.CLIENT_REGISTER_CAPABILITY] = accept
-    features[types.CLIENT_UNREGISTER_CAPABILITY] = accept
-    register_lsp_features(client, features)
-    return client
-
-
-CONFIG = ClientServerConfig(server_command=[sys.executable, "-m", "server"], server_env=SERVER_ENV,
-                            client_factory=make_client)
-
-
-def plain(value: Any) -> Any:
-    """Custom params and results arrive as namedtuple-like objects: make them plain JSON."""
-    if hasattr(value, "_asdict"):
-        return {k: plain(v) for k, v in value._asdict().items()}
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    return value
-
-
 # ---------------------------------------------------------------------- fixtures
 
 
-@pytest_lsp.fixture(config=CONFIG, params=list(PROFILES), scope="module")
-async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest,
-                 tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[None]:
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=list(PROFILES))
+async def client(request: pytest.FixtureRequest,
+                 tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RecordingClient]:
     root = make_workspace(tmp_path_factory.mktemp(f"ws-{request.param}"))
-    lsp_client.root = root  # type: ignore[attr-defined]
-    lsp_client.encoding = PROFILES[request.param]  # type: ignore[attr-defined]
-    params = types.InitializeParams(
-        capabilities=client_capabilities(request.param),
-        root_uri=root.as_uri(),
-        workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="ws")],
-    )
-    result = await lsp_client.initialize_session(params)
-    assert result.capabilities.position_encoding == PROFILES[request.param]
-    yield
-    await lsp_client.shutdown_session()
+    async with lsp_session(root, request.param) as lsp:
+        assert lsp.encoding == PROFILES[request.param]
+        yield lsp
 
 
-def root_of(client: LanguageClient) -> Path:
-    return client.root  # type: ignore[attr-defined,no-any-return]
+def root_of(client: RecordingClient) -> Path:
+    return client.root
 
 
-def recorder_of(client: LanguageClient) -> Recorder:
-    return client.recorder  # type: ignore[attr-defined,no-any-return]
+def recorder_of(client: RecordingClient) -> Recorder:
+    return client.recorder
 
 
-def encoding_of(client: LanguageClient) -> str:
-    return client.encoding  # type: ignore[attr-defined,no-any-return]
+def encoding_of(client: RecordingClient) -> str:
+    return client.encoding
 
 
 # ------------------------------------------------ an editor buffer (independent model)
@@ -261,7 +162,7 @@ def edits_for(edit: types.WorkspaceEdit, uri: str) -> list[types.TextEdit]:
 class Buffer:
     """One open draft: its text and version, kept in step with the server."""
 
-    def __init__(self, client: LanguageClient, name: str, text: str) -> None:
+    def __init__(self, client: RecordingClient, name: str, text: str) -> None:
         self.client = client
         self.uri = (root_of(client) / "answers" / f"{name}.md").as_uri()
         self.text = text
@@ -344,7 +245,7 @@ def whole(buffer: Buffer) -> types.Range:
                        end=buffer.end_of_line(len(bounds) - 1))
 
 
-async def execute(client: LanguageClient, command: str, *arguments: Any) -> Any:
+async def execute(client: RecordingClient, command: str, *arguments: Any) -> Any:
     result = await client.workspace_execute_command_async(
         types.ExecuteCommandParams(command=command, arguments=list(arguments)))
     return plain(result)
@@ -359,7 +260,7 @@ def front(question: str, fields: str, extra: str = "") -> str:
 
 @in_module_loop
 async def test_completion_offers_doc_ids_then_versions_then_lines_and_writes_a_verified_citation(
-    client: LanguageClient,
+    client: RecordingClient,
 ) -> None:
     root = root_of(client)
     head = front("活动什么时候开始？", "活动时间") + "活动时间是周四16:30[^𠮷]。\n\n"
@@ -410,7 +311,7 @@ async def test_completion_offers_doc_ids_then_versions_then_lines_and_writes_a_v
 
 @in_module_loop
 async def test_completion_filters_by_typed_line_digits_and_ignores_other_lines(
-    client: LanguageClient,
+    client: RecordingClient,
 ) -> None:
     text = "活动时间是周四16:30[^1]。\n\n[^1]: schedule@2:1\n"
     buffer = Buffer(client, "completion-filter", text)
@@ -426,7 +327,7 @@ async def test_completion_filters_by_typed_line_digits_and_ignores_other_lines(
 
 @in_module_loop
 async def test_quote_mismatch_action_replaces_the_quote_with_the_exact_line(
-    client: LanguageClient,
+    client: RecordingClient,
 ) -> None:
     v2 = sha(root_of(client), "schedule.md")[:12]
     buffer = Buffer(client, "quote", front("地点在哪里？", "地点") + "地点是𠮷野家🎉二楼[^1]。\n\n"
@@ -445,7 +346,7 @@ async def test_quote_mismatch_action_replaces_the_quote_with_the_exact_line(
 @in_module_loop
 @pytest.mark.parametrize("problem", ["stale", "hash"])
 async def test_reanchor_action_fixes_a_stale_or_hash_mismatched_citation(
-    client: LanguageClient, problem: str,
+    client: RecordingClient, problem: str,
 ) -> None:
     root = root_of(client)
     v1, v2 = sha(root, "archive/schedule-v1.md")[:12], sha(root, "schedule.md")[:12]
@@ -467,7 +368,7 @@ async def test_reanchor_action_fixes_a_stale_or_hash_mismatched_citation(
 
 @in_module_loop
 async def test_insert_citation_action_cites_the_matching_line_for_an_uncited_sentence(
-    client: LanguageClient,
+    client: RecordingClient,
 ) -> None:
     parking = sha(root_of(client), "parking.md")[:12]
     text = "---\r\nquestion: 在哪里停车？\r\nfields: [停车地点]\r\n---\r\n访客请把车停在𠮷野家🎉后院。\r\n"
@@ -490,7 +391,7 @@ async def test_insert_citation_action_cites_the_matching_line_for_an_uncited_sen
 
 
 @in_module_loop
-async def test_fix_all_applies_every_safe_fix_of_the_file(client: LanguageClient) -> None:
+async def test_fix_all_applies_every_safe_fix_of_the_file(client: RecordingClient) -> None:
     root = root_of(client)
     v1, v2 = sha(root, "archive/schedule-v1.md")[:12], sha(root, "schedule.md")[:12]
     buffer = Buffer(client, "fix-all", front("开放日安排？", "活动时间, 地点")
@@ -531,7 +432,7 @@ def write_atomic(path: Path, data: bytes) -> None:
 @in_module_loop
 @pytest.mark.parametrize("mode", ["direct", "atomic"])
 async def test_evidence_changed_on_disk_makes_the_citation_stale_and_reanchor_fixes_it(
-    client: LanguageClient, mode: str,
+    client: RecordingClient, mode: str,
 ) -> None:
     root = root_of(client)
     rel = f"notice-{mode}.md"
@@ -564,14 +465,14 @@ async def test_evidence_changed_on_disk_makes_the_citation_stale_and_reanchor_fi
 
 
 @in_module_loop
-async def test_status_notification_and_code_lens_summarise_the_draft(client: LanguageClient) -> None:
+async def test_status_notification_and_code_lens_summarise_the_draft(client: RecordingClient) -> None:
     v2 = sha(root_of(client), "schedule.md")[:12]
     recorder = recorder_of(client)
     mark = recorder.mark()
     buffer = Buffer(client, "status", front(
         "活动什么时候开始？", "活动时间", "context: {query: 活动时间, limit: 1500, reserve: 240}\n")
         + f'活动时间是周四16:30[^1]。\n\n[^1]: schedule@2:8 sha256:{v2} "- 活动时间：周四16:30"\n')
-    status = await recorder.wait_for(lambda m, p: m == STATUS and p["uri"] == buffer.uri, mark)
+    status = await recorder.wait_status(buffer.uri, mark)
     assert {k: status[k] for k in ("status", "claims", "validClaims", "conflicts", "reserve",
                                    "errors", "warnings")} == {
         "status": "answered", "claims": 1, "validClaims": 1, "conflicts": 0, "reserve": 240,
@@ -600,12 +501,12 @@ async def test_status_notification_and_code_lens_summarise_the_draft(client: Lan
 
 
 @in_module_loop
-async def test_status_reports_a_conflict(client: LanguageClient) -> None:
+async def test_status_reports_a_conflict(client: RecordingClient) -> None:
     recorder = recorder_of(client)
     mark = recorder.mark()
     buffer = Buffer(client, "status-conflict", front("报名截止是哪天？", "报名截止")
                     + "报名截止日期请留意通知。\n")
-    status = await recorder.wait_for(lambda m, p: m == STATUS and p["uri"] == buffer.uri, mark)
+    status = await recorder.wait_status(buffer.uri, mark)
     assert status["status"] == "conflict" and status["conflicts"] == 1 and status["errors"] >= 1
     lenses = await client.text_document_code_lens_async(types.CodeLensParams(
         text_document=types.TextDocumentIdentifier(uri=buffer.uri)))
@@ -618,7 +519,7 @@ async def test_status_reports_a_conflict(client: LanguageClient) -> None:
 
 
 @in_module_loop
-async def test_reindex_and_show_conflicts_commands(client: LanguageClient) -> None:
+async def test_reindex_and_show_conflicts_commands(client: RecordingClient) -> None:
     summary = await execute(client, "grounding.reindex")
     assert summary["documents"] == 6 and summary["conflicts"] == 1
     assert summary["versions"] >= 7 and summary["active"] == 6
@@ -635,7 +536,7 @@ async def test_reindex_and_show_conflicts_commands(client: LanguageClient) -> No
 
 
 @in_module_loop
-async def test_insert_citation_command_applies_the_best_citation(client: LanguageClient) -> None:
+async def test_insert_citation_command_applies_the_best_citation(client: RecordingClient) -> None:
     v2 = sha(root_of(client), "schedule.md")[:12]
     recorder = recorder_of(client)
     head = front("活动什么时候开始？", "活动时间")
@@ -659,7 +560,7 @@ def plain_position(position: types.Position) -> dict[str, int]:
 
 @in_module_loop
 async def test_draft_answer_command_returns_or_inserts_a_verified_answer(
-    client: LanguageClient,
+    client: RecordingClient,
 ) -> None:
     v2 = sha(root_of(client), "schedule.md")[:12]
     recorder = recorder_of(client)
@@ -694,7 +595,7 @@ async def test_draft_answer_command_returns_or_inserts_a_verified_answer(
 
 
 @in_module_loop
-async def test_fix_all_command_applies_the_fixes_through_apply_edit(client: LanguageClient) -> None:
+async def test_fix_all_command_applies_the_fixes_through_apply_edit(client: RecordingClient) -> None:
     root = root_of(client)
     v1, v2 = sha(root, "archive/schedule-v1.md")[:12], sha(root, "schedule.md")[:12]
     recorder = recorder_of(client)
@@ -714,7 +615,7 @@ async def test_fix_all_command_applies_the_fixes_through_apply_edit(client: Lang
 
 
 @in_module_loop
-async def test_show_context_command_without_a_declared_context(client: LanguageClient) -> None:
+async def test_show_context_command_without_a_declared_context(client: RecordingClient) -> None:
     buffer = Buffer(client, "context-none", "活动时间是周四16:30。\n")
     await buffer.diagnostics()
     result = await execute(client, "grounding.showContext", [buffer.uri])

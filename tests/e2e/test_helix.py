@@ -17,7 +17,6 @@ without it, and the README says the file is untested in a real Helix:
 
 from __future__ import annotations
 
-import asyncio
 import fnmatch
 import os
 import shutil
@@ -28,7 +27,8 @@ from typing import Any
 
 import pytest
 from lsprotocol import types
-from pytest_lsp import ClientServerConfig
+
+from tests.support import lsp as harness
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LANGUAGES_TOML = REPO_ROOT / "editors" / "helix" / "languages.toml"
@@ -115,16 +115,14 @@ async def test_the_server_entry_starts_grounding_lsp_with_utf8(helix: dict[str, 
     env = {**os.environ,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
            **entry.get("environment", {})}
-    client = await ClientServerConfig(server_command=_server_command(entry), server_env=env).start()
+    client = await harness.start(
+        root, command=_server_command(entry), env=env,
+        editor_capabilities=types.ClientCapabilities(general=types.GeneralClientCapabilities(
+            position_encodings=[types.PositionEncodingKind(e) for e in HELIX_POSITION_ENCODINGS])),
+        initialization_options=entry.get("config"), client_info=types.ClientInfo(name="helix", version="25.07.1"))
     try:
-        result = await asyncio.wait_for(client.initialize_session(types.InitializeParams(
-            capabilities=types.ClientCapabilities(general=types.GeneralClientCapabilities(
-                position_encodings=[types.PositionEncodingKind(e) for e in HELIX_POSITION_ENCODINGS])),
-            root_uri=root.as_uri(),
-            workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name=root.name)],
-            initialization_options=entry.get("config"),
-            client_info=types.ClientInfo(name="helix", version="25.07.1"),
-        )), WAIT_SECONDS)
+        result = client.initialize_result
+        assert result is not None
         assert result.capabilities.position_encoding == types.PositionEncodingKind.Utf8
         assert result.server_info is not None and result.server_info.name == "grounding"
         answer = root / "answers" / "refund.answer.json"
@@ -132,19 +130,7 @@ async def test_the_server_entry_starts_grounding_lsp_with_utf8(helix: dict[str, 
         client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
             uri=uri, language_id=_language(helix, "grounding-answer")["language-id"], version=0,
             text=answer.read_text(encoding="utf-8"))))
-
-        async def published() -> None:
-            while uri not in client.diagnostics:
-                await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
-
-        await asyncio.wait_for(published(), WAIT_SECONDS)
-        assert all(d.source == "grounding" for d in client.diagnostics[uri])
+        published = await client.recorder.wait_publish(uri, timeout=WAIT_SECONDS)
+        assert all(d.source == "grounding" for d in published.diagnostics)
     finally:
-        process = client._server
-        if process is not None and process.returncode is None:
-            try:
-                await asyncio.wait_for(client.shutdown_session(), WAIT_SECONDS)
-            finally:
-                if process.returncode is None:
-                    process.kill()
-        await client.stop()
+        await harness.stop(client)

@@ -1,10 +1,11 @@
 """End to end: memory citations and the memory commands in the real server (SPEC §10, §11, §13).
 
-The server runs over stdio (pytest-lsp), once per client profile: VS Code (UTF-16 positions) and
-Neovim (UTF-8). The memory scope ``客户-李华🎉`` holds an emoji, so every column after it differs
-between the two encodings; expected positions are computed here from code points. The index is
-a file the test writes memory into before the server starts (``grounding memory add`` would do
-the same), and reads back after each command to see what was appended.
+The server runs over stdio (pytest-lsp, ``tests/support/lsp.py``), once per client profile: VS
+Code (UTF-16 positions) and Neovim (UTF-8). The memory scope ``客户-李华🎉`` holds an emoji, so every
+column after it differs between the two encodings; expected positions are computed here from
+code points. The index is a file the test writes memory into before the server starts
+(``grounding memory add`` would do the same), and reads back after each command to see what was
+appended.
 
 The commands that write memory ask first (``window/showMessageRequest`` with explicit choices):
 the client's handler answers with the choice the test sets, and only the confirming choice
@@ -22,14 +23,13 @@ from urllib.parse import quote
 
 import pytest
 from lsprotocol import types
-from pytest_lsp import client_capabilities
 
 from grounding_core.store import Store
+from tests.support.lsp import PROFILES, RecordingClient, lsp_session, open_document
+from tests.support.recorder import WAIT_SECONDS, plain
+from tests.support.workspace import build_workspace
 
-PROFILES = {"visual-studio-code": "utf-16", "neovim": "utf-8"}
 SCOPE = "客户-李华🎉"
-STATUS = "grounding/status"
-WAIT = 30.0
 
 
 def sha(text: str) -> str:
@@ -60,11 +60,9 @@ BOOK_FAIR = "---\ndoc_id: book-fair\nsubject: 冬季书展\n---\n- 门票：10�
 
 
 def build(root: Path) -> Path:
-    files = {"grounding.toml": 'today = "2026-05-01"\n', "evidence/book-fair.md": BOOK_FAIR,
-             "answers/memory.md": DRAFT, "answers/rejected.md": REJECTED, "answers/accepted.md": ACCEPTED}
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_bytes(text.encode("utf-8"))
+    build_workspace(root, {"grounding.toml": 'today = "2026-05-01"\n', "evidence/book-fair.md": BOOK_FAIR,
+                           "answers/memory.md": DRAFT, "answers/rejected.md": REJECTED,
+                           "answers/accepted.md": ACCEPTED})  # byte-exact: the draft stays CRLF
     store = Store(str(root / ".grounding" / "index.sqlite"))
     store.remember(SCOPE, "语言", "英文", approved_by="王芳")
     store.remember(SCOPE, "语言", "中文", approved_by="王芳")
@@ -89,62 +87,37 @@ def position(line_text: str, line: int, column: int, encoding: str) -> types.Pos
     return types.Position(line=line, character=units(line_text[:column], encoding))
 
 
-def plain(value: Any) -> Any:
-    if hasattr(value, "_asdict"):
-        return {k: plain(v) for k, v in value._asdict().items()}
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    return value
-
-
 class Editor:
-    """One server session: the client, what it received, and the choice it answers with."""
+    """One server session (:mod:`tests.support.lsp`): the client, and the choice it answers
+    ``window/showMessageRequest`` with (None: the writer dismisses the question).
+    """
 
-    def __init__(self, client: Any, root: Path, encoding: str) -> None:
+    def __init__(self, client: RecordingClient, root: Path) -> None:
         self.client = client
         self.root = root
-        self.encoding = encoding
+        self.encoding = client.encoding
         self.choice: str | None = None
         self.requests: list[types.ShowMessageRequestParams] = []
-        self.statuses: list[dict[str, Any]] = []
-        self.changed = asyncio.Event()
 
         @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
         def ask(ls: Any, params: types.ShowMessageRequestParams) -> types.MessageActionItem | None:
             self.requests.append(params)
             return types.MessageActionItem(title=self.choice) if self.choice else None
 
-        @client.feature(types.WORKSPACE_APPLY_EDIT)
-        def apply(ls: Any, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
-            return types.ApplyWorkspaceEditResult(applied=True)
-
-        @client.feature(STATUS)
-        def status(ls: Any, params: Any) -> None:
-            self.statuses.append(plain(params))
-            self.changed.set()
-
     def uri(self, rel: str) -> str:
         return (self.root / rel).as_uri()
 
     def open(self, rel: str, text: str | None = None) -> str:
         uri = self.uri(rel)
-        self.client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
-            uri=uri, language_id="markdown", version=1,
-            text=text if text is not None else (self.root / rel).read_bytes().decode("utf-8"))))
+        open_document(self.client, uri, text if text is not None else (self.root / rel).read_bytes().decode("utf-8"))
         return uri
 
     async def status(self, uri: str, predicate: Any = lambda s: True) -> dict[str, Any]:
-        async def wait() -> dict[str, Any]:
-            while True:
-                for s in reversed(self.statuses):
-                    if s["uri"] == uri and predicate(s):
-                        return s
-                self.changed.clear()
-                await self.changed.wait()
-
-        return await asyncio.wait_for(wait(), WAIT)
+        """The latest ``grounding/status`` of ``uri`` satisfying ``predicate`` (waits for one)."""
+        recorder = self.client.recorder
+        await recorder.wait_until(lambda: any(predicate(s) for s in recorder.statuses(uri)),
+                                  f"a matching grounding/status for {uri}")
+        return [s for s in recorder.statuses(uri) if predicate(s)][-1]
 
     async def execute(self, command: str, argument: Any) -> Any:
         return plain(await self.client.workspace_execute_command_async(
@@ -152,26 +125,24 @@ class Editor:
 
 
 @pytest.fixture(params=list(PROFILES))
-async def editor(request: pytest.FixtureRequest, lsp_session: Any,
-                 tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Editor]:
+async def editor(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Editor]:
     """A session per client profile (positions differ between them)."""
-    async for session in _session(request.param, lsp_session, tmp_path_factory):
+    async for session in _session(request.param, tmp_path_factory):
         yield session
 
 
 @pytest.fixture
-async def vscode(lsp_session: Any, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Editor]:
+async def vscode(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Editor]:
     """One VS Code session, for behaviour that does not depend on the position encoding."""
-    async for session in _session("visual-studio-code", lsp_session, tmp_path_factory):
+    async for session in _session("visual-studio-code", tmp_path_factory):
         yield session
 
 
-async def _session(profile: str, lsp_session: Any,
-                   tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Editor]:
+async def _session(profile: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Editor]:
     root = build(tmp_path_factory.mktemp(f"memory-{profile}").resolve())
-    async with lsp_session(client_capabilities(profile), root) as client:
-        assert client.initialize_result.capabilities.position_encoding == PROFILES[profile]
-        yield Editor(client, root, PROFILES[profile])
+    async with lsp_session(root, profile) as client:
+        assert client.encoding == PROFILES[profile]
+        yield Editor(client, root)
 
 
 async def test_hover_shows_the_entry_its_state_and_the_current_version(editor: Editor) -> None:
@@ -314,7 +285,7 @@ async def test_draft_answer_uses_the_drafts_question_and_shows_unsupported_terms
     out = await vscode.execute("grounding.draftAnswer", {"uri": rejected})
     assert out["applied"] is False and out["reason"] == "unsupported_terms"
     assert out["unsupportedTerms"] == ["材质"]
-    message = await asyncio.wait_for(shown, WAIT)
+    message = await asyncio.wait_for(shown, WAIT_SECONDS)
     assert "材质" in message.message and "unsupported_terms" in message.message
     accepted = vscode.open("answers/accepted.md")
     await vscode.status(accepted)

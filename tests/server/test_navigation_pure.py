@@ -1,4 +1,6 @@
-"""server/features/navigation.py without a server: URIs, targets, hover text, references (SPEC §10)."""
+"""Navigation without a server: version URIs (server/protocol.py), targets, locations and
+references (grounding_core/navigate.py), hover text (server/render/hover.py) (SPEC §10).
+"""
 
 from __future__ import annotations
 
@@ -11,19 +13,10 @@ import pytest
 from grounding_core.config import Config
 from grounding_core.drafts import parse_draft
 from grounding_core.model import CitationRef, Span
-from grounding_core.state import Event, IndexState
-from server.features.navigation import (
-    CitationTarget,
-    ContextTarget,
-    citation_hover,
-    citing_spans,
-    locate,
-    numbered_lines,
-    parse_version_uri,
-    record_for_path,
-    target_at,
-    version_uri,
-)
+from grounding_core.navigate import CitationTarget, ContextTarget, citing_spans, locate, target_at
+from grounding_core.state import Event, IndexState, MemorySnapshot
+from server.protocol import parse_version_uri, version_uri
+from server.render.hover import citation_hover, numbered_lines
 
 TODAY = dt.date(2026, 5, 1)
 V1 = "---\nversion: 1\n---\n- a：1\n- b：2\n"
@@ -34,11 +27,11 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def state() -> IndexState:
-    return IndexState().apply([
+def state() -> MemorySnapshot:
+    return MemorySnapshot(IndexState().apply([
         Event(1, "import", "events/day", 1, sha(V1), "old/day.md", V1, True),
         Event(2, "import", "events/day", 2, sha(V2), "events/day.md", V2, True),
-    ])
+    ]))
 
 
 CONFIG = Config(root=Path("/ws"))
@@ -125,7 +118,7 @@ def test_hover_fence_outgrows_backticks_in_the_evidence() -> None:
 
 
 def test_never_indexed_old_version_uses_the_quote_for_the_current_line() -> None:
-    index = IndexState().apply([Event(1, "import", "d", 3, sha(V2), "d.md", V2, True)])
+    index = MemorySnapshot(IndexState().apply([Event(1, "import", "d", 3, sha(V2), "d.md", V2, True)]))
     target = CitationTarget(Span.line(0, 0, 1), CitationRef("d", 1, 9), "abcdef12", "- a：3")
     hover = citation_hover(target, index, CONFIG, TODAY)
     assert "which was never indexed" in hover
@@ -139,14 +132,15 @@ def test_locate_opens_old_versions_and_changed_files_as_virtual_documents(tmp_pa
     index = state()
     (tmp_path / "events").mkdir()
     (tmp_path / "events/day.md").write_text(V2)
-    current = locate(CitationRef("events/day", 2, 4), index, tmp_path, lambda rel: f"file:///{rel}")
-    assert current is not None and (current.uri, current.line, current.virtual) == ("file:///events/day.md", 4, False)
-    old = locate(CitationRef("events/day", 1, 4), index, tmp_path, lambda rel: f"file:///{rel}")
-    assert old is not None and old.uri == "grounding-evidence:/events%2Fday@1" and old.virtual
+    current = locate(CitationRef("events/day", 2, 4), index, tmp_path)
+    assert current is not None and (current.record.path, current.line, current.on_disk) == ("events/day.md", 4, True)
+    old = locate(CitationRef("events/day", 1, 4), index, tmp_path)
+    assert old is not None and (old.record.version, old.on_disk) == (1, False)
+    assert old.lines[old.line - 1] == "- a：1"
     (tmp_path / "events/day.md").write_text(V2 + "changed\n")
-    changed = locate(CitationRef("events/day", 2, 4), index, tmp_path, lambda rel: f"file:///{rel}")
-    assert changed is not None and changed.virtual
-    assert locate(CitationRef("events/day", 2, 99), index, tmp_path, str) is None
+    changed = locate(CitationRef("events/day", 2, 4), index, tmp_path)
+    assert changed is not None and not changed.on_disk
+    assert locate(CitationRef("events/day", 2, 99), index, tmp_path) is None
 
 
 def test_citing_spans_match_same_text_in_any_version() -> None:
@@ -158,5 +152,5 @@ def test_citing_spans_match_same_text_in_any_version() -> None:
         '[^3]: events/day@1:4 sha256:abcdef12 "- a：1"\n'
     )
     assert citing_spans(draft, "events/day", 2, 4, "- b：2", index) == [Span.line(2, 6, 44), Span.line(3, 6, 44)]
-    assert record_for_path(index, "old/day.md") is not None
-    assert record_for_path(index, "nothing.md") is None
+    assert index.record_for_path("old/day.md") is not None
+    assert index.record_for_path("nothing.md") is None

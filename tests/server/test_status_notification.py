@@ -3,30 +3,23 @@
 The VS Code client shows a "checking the draft…" spinner for a Markdown document until its first
 status arrives. A Markdown file that is not a draft (a README, an evidence file) never gets a
 report, so the server sends ``{"uri": ..., "status": null}`` for it once, on open; a draft gets
-its real status and never the null one. Runs the real server over stdio (pytest-lsp) on a
+its real status and never the null one. Runs the real server over stdio (pytest-lsp, ``tests/support``) on a
 workspace with CJK, astral-plane and CRLF text.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import os
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_lsp
-from lsprotocol import types
-from pygls.protocol import default_converter
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
-from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
+import pytest_asyncio
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-STATUS = "grounding/status"
-TIMEOUT = 30.0
+from tests.support.lsp import RecordingClient, lsp_session, open_document
+from tests.support.recorder import STATUS, Recorder, plain
+from tests.support.workspace import build_workspace
 
 EVIDENCE = "\r\n".join([
     "---", "doc_id: schedule", "version: 1", "subject: 开放日", "---",
@@ -37,84 +30,46 @@ EVIDENCE = "\r\n".join([
 
 
 class StatusLog:
-    """Every ``grounding/status`` params in arrival order, with a waiter (no sleeping)."""
+    """The ``grounding/status`` params the recorder saw, with a wait (no sleeping)."""
 
-    def __init__(self) -> None:
-        self.seen: list[dict[str, Any]] = []
-        self.changed = asyncio.Event()
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
 
-    def record(self, params: Any) -> None:
-        self.seen.append(plain(params))
-        self.changed.set()
+    @property
+    def seen(self) -> list[dict[str, Any]]:
+        """Every status in arrival order (plain JSON)."""
+        return [plain(e.params) for e in self.recorder.events if e.method == STATUS]
 
     async def wait_for(self, uri: str, *, null: bool) -> dict[str, Any]:
-        async def first() -> dict[str, Any]:
-            while True:
-                for p in self.seen:
-                    if p["uri"] == uri and (p["status"] is None) == null:
-                        return p
-                self.changed.clear()
-                await self.changed.wait()
-        return await asyncio.wait_for(first(), TIMEOUT)
+        found: list[dict[str, Any]] = []
+
+        def check() -> bool:
+            found[:] = [p for p in self.recorder.statuses(uri) if (p["status"] is None) == null]
+            return bool(found)
+
+        await self.recorder.wait_until(check, f"grounding/status of {uri} (null={null})")
+        return found[0]
 
 
-def plain(value: Any) -> Any:
-    """Custom params arrive as namedtuple-like objects: make them plain JSON."""
-    if hasattr(value, "_asdict"):
-        return {k: plain(v) for k, v in value._asdict().items()}
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    return value
-
-
-def make_client() -> LanguageClient:
-    client = LanguageClient(converter_factory=default_converter)
-    log = StatusLog()
-    client.status_log = log  # type: ignore[attr-defined]
-    features = dict(DEFAULT_CLIENT_FEATURES)
-    features[STATUS] = lambda ls, params: log.record(params)
-    # Requests VS Code answers with null (the file watcher, the code-lens refresh).
-    for method in (types.CLIENT_REGISTER_CAPABILITY, types.CLIENT_UNREGISTER_CAPABILITY,
-                   types.WORKSPACE_CODE_LENS_REFRESH):
-        features[method] = lambda ls, params: None
-    register_lsp_features(client, features)
-    return client
-
-
-CONFIG = ClientServerConfig(
-    server_command=[sys.executable, "-m", "server"],
-    server_env={**os.environ, "PYTHONPATH": os.pathsep.join(
-        filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))},
-    client_factory=make_client,
-)
-
-
-@pytest_lsp.fixture(config=CONFIG)
-async def client(lsp_client: LanguageClient, tmp_path: Path) -> AsyncIterator[None]:
-    root = tmp_path
-    (root / "grounding.toml").write_text('today = "2026-06-01"\n', encoding="utf-8")
-    (root / "evidence").mkdir()
-    (root / "evidence" / "schedule.md").write_bytes(EVIDENCE.encode("utf-8"))
+@pytest_asyncio.fixture
+async def client(tmp_path: Path) -> AsyncIterator[RecordingClient]:
+    root = build_workspace(tmp_path, {"grounding.toml": 'today = "2026-06-01"\n',
+                                      "evidence/schedule.md": EVIDENCE})
     (root / "answers").mkdir()
-    lsp_client.root = root  # type: ignore[attr-defined]
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"), root_uri=root.as_uri(),
-        workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="ws")]))
-    yield
-    await lsp_client.shutdown_session()
+    async with lsp_session(root, "visual-studio-code") as lsp:
+        yield lsp
 
 
-def open_markdown(client: LanguageClient, path: Path, text: str) -> str:
+def open_markdown(client: RecordingClient, path: Path, text: str) -> str:
     uri = path.as_uri()
-    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
-        uri=uri, language_id="markdown", version=1, text=text)))
+    open_document(client, uri, text)
     return uri
 
 
 @pytest.mark.asyncio
-async def test_only_non_drafts_get_a_null_status(client: LanguageClient) -> None:
-    root: Path = client.root  # type: ignore[attr-defined]
-    log: StatusLog = client.status_log  # type: ignore[attr-defined]
+async def test_only_non_drafts_get_a_null_status(client: RecordingClient) -> None:
+    root = client.root
+    log = StatusLog(client.recorder)
     digest = hashlib.sha256(EVIDENCE.encode("utf-8")).hexdigest()[:12]
     draft = open_markdown(client, root / "answers" / "开放日.md", (
         "---\r\nquestion: 开放日什么时候？\r\nfields: [活动时间]\r\n---\r\n"

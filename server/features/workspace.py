@@ -1,0 +1,556 @@
+"""The workspace of a session: opening it, indexing it, watching it (SPEC §2, §4, §10).
+
+- ``initialized``: read the settings (``initializationOptions``, then the client's
+  ``grounding`` section), load ``grounding.toml`` and open the index in a worker thread. When
+  the index already holds events its snapshot is usable at once: open drafts are checked
+  against it while the rescan runs. Then the evidence root is watched, the initial scan runs
+  with work-done progress, and a ``workspace/didChangeWatchedFiles`` watcher is registered
+  when the client supports dynamic registration.
+- Scans run one at a time in the session's writer thread. Requests made while one runs
+  coalesce into one more scan; the watcher's changed paths (relative to the evidence root)
+  are collected for it. After a scan whose snapshot differs, the snapshot becomes the new
+  index view, open drafts are re-checked and evidence diagnostics refreshed.
+- Watching: watchfiles on the evidence root (any event -> one coalesced rescan after a
+  ~200 ms quiet period; adds, modifies, deletes and atomic saves all land). If the OS watcher
+  cannot start (watch limit, unsupported filesystem) it polls, with one warning. Testing
+  hook: the environment variable ``GROUNDING_FORCE_WATCH_ERROR`` makes the OS watcher fail.
+- ``grounding.toml`` / ``pyproject.toml`` are watched too (a stat every second, and the
+  client's file events): a change rebuilds the configuration without a restart. Changed
+  evidence or parse settings (evidence root and globs, index path, separators, meta and
+  subject fields) reopen the index where needed and rescan; other keys (drafts globs,
+  encoding, strict, today) re-check the open drafts against the same snapshot.
+- ``workspace/didChangeConfiguration`` re-reads the editor settings the same way.
+- ``shutdown``: watchers stop; the store is closed in the writer thread (after a running
+  scan, without holding up the reply for more than a moment).
+Evidence is read from disk, never from editor buffers, and never written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import inspect
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.uris import to_fs_path
+
+from grounding_core.config import Config, ConfigError, load_config
+from grounding_core.index import IndexSnapshot
+from grounding_core.store import ScanResult, Store
+from grounding_core.workspace import Workspace
+from server.features import diagnostics, evidence
+from server.session import Session
+
+__all__ = ["QUIET_PERIOD_MS", "configuration_changed", "initialized", "request_reindex", "shutdown",
+           "wait_reindexed", "watched_files"]
+
+logger = logging.getLogger(__name__)
+
+QUIET_PERIOD_MS = 200
+UNSTABLE_RETRY_SECONDS = 0.3
+"""Delay before re-reading files a scan found changing while it read them."""
+CONFIG_POLL_SECONDS = 1.0
+FORCE_WATCH_ERROR_ENV = "GROUNDING_FORCE_WATCH_ERROR"
+"""Set to make the OS watcher fail at start (a testing hook; see the module docstring)."""
+TEMP_SUFFIXES = ("~", ".swp", ".swx", ".tmp", ".part", ".crdownload")
+CONFIG_FILES = ("grounding.toml", "pyproject.toml")
+SETTINGS_KEYS = ("evidence", "encoding", "strict", "today", "index", "field_separators",
+                 "meta_fields", "subject_fields", "evidence_globs", "drafts")
+STORE_KEYS = ("index", "field_separators", "meta_fields", "subject_fields")
+"""Configuration keys the index store is opened with: a change reopens it."""
+SCAN_KEYS = ("evidence", "evidence_globs", *STORE_KEYS)
+"""Configuration keys a scan reads: a change rescans the evidence folder."""
+_REINDEX = "workspace:reindex"
+_WATCH = "workspace:watch-evidence"
+_CONFIG_WATCH = "workspace:watch-config"
+_RETRY = "workspace:retry-unstable"
+_RETIRED = "workspace:retired-stores"
+
+
+# ------------------------------------------------------------------------ lifecycle
+
+
+async def initialized(session: Session, params: types.InitializedParams) -> None:
+    root = session.root
+    if root is None:
+        session.client.show_message(types.MessageType.Warning,
+                                    "Grounding: open a folder (the workspace root holding grounding.toml)"
+                                    " to check drafts.")
+        session.no_workspace()
+        return
+    settings = await read_settings(session)
+    await apply_settings(session, settings, rescan=False)
+    if session.workspace is None:
+        session.no_workspace()
+        return
+    _warm_tokenizer(session.workspace.config.encoding)
+    # Watch first, then index: a file saved while the initial scan runs (after the scan read
+    # it) reaches the watcher, whose rescan follows this one. The yield lets the watcher task
+    # take its first step (watchfiles sets up the OS watches there) before the scan starts.
+    _start_watchers(session)
+    await asyncio.sleep(0)
+    session.tasks.start(_REINDEX, _reindex_loop(session, 0.0, await _begin_progress(session)))
+    await _register_watched_files(session)
+
+
+async def shutdown(session: Session, params: None) -> None:
+    session.shutdown_requested = True
+    for name in (_WATCH, _CONFIG_WATCH, _REINDEX):
+        session.tasks.cancel(name)
+    ws = session.workspace
+    if ws is not None:
+        with contextlib.suppress(Exception, asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(session.writer.run(ws.store.close)), 2.0)
+    session.readers.close()
+    session.writer.close()
+
+
+async def configuration_changed(session: Session, params: types.DidChangeConfigurationParams) -> None:
+    if session.workspace is None:
+        return
+    await apply_settings(session, await read_settings(session, params.settings))
+
+
+def watched_files(session: Session, params: types.DidChangeWatchedFilesParams) -> None:
+    """The client's file events: evidence paths rescan (collected), config files reload."""
+    paths: set[str] = set()
+    config_changed = False
+    for change in params.changes:
+        rel = session.evidence_rel(change.uri)
+        if rel is not None:
+            paths.add(rel)
+        elif session.under_evidence(change.uri):
+            paths.add(_evidence_relative(session, change.uri) or "")
+        if session.root is not None and _is_config_file(change.uri, session.root):
+            config_changed = True
+    paths.discard("")
+    if paths:
+        request_reindex(session, paths, QUIET_PERIOD_MS / 1000)
+    if config_changed:
+        session.tasks.start("workspace:reload-config", _reload_config(session))
+
+
+# ------------------------------------------------------------------------- settings
+
+
+async def read_settings(session: Session, pushed: Any = None) -> dict[str, Any]:
+    """Settings: ``initializationOptions``, then the pushed ``grounding`` section, then the
+    client's answer to ``workspace/configuration`` (2 s at most).
+    """
+    settings: dict[str, Any] = {}
+    options = session.initialization_options
+    if isinstance(options, dict):
+        settings.update(options.get("grounding", options))
+    if isinstance(pushed, dict) and isinstance(pushed.get("grounding"), dict):
+        settings.update(pushed["grounding"])
+    if session.capability("workspace.configuration", False):
+        try:
+            items = await asyncio.wait_for(session.client.configuration("grounding"), timeout=2)
+            if items and isinstance(items[0], dict):
+                settings.update({k: v for k, v in items[0].items() if v not in (None, "")})
+        except Exception:  # a client that answers badly or slowly: keep what we have
+            logger.info("workspace/configuration unavailable; using initializationOptions")
+    return {k: v for k, v in settings.items() if k in SETTINGS_KEYS and v not in (None, "")}
+
+
+def load_settings(root: Path, settings: dict[str, Any]) -> tuple[Config, str | None]:
+    """``grounding.toml`` plus the editor settings; a problem gives the defaults and a message.
+
+    Reads files: call it in a worker thread.
+    """
+    message = None
+    try:
+        config = load_config(root)
+    except ConfigError as exc:
+        message = f"Grounding: {exc}; using the default configuration."
+        config = Config(root=root.resolve())
+    if settings:
+        try:
+            config = config.with_overrides(**settings)
+        except ConfigError as exc:
+            message = f"Grounding: bad setting ({exc}); using grounding.toml and defaults."
+    return config, message
+
+
+@dataclass(frozen=True)
+class _Opened:
+    workspace: Workspace
+    message: str | None
+    snapshot: IndexSnapshot | None
+    """The index as opened, when it holds events (usable before the first scan)."""
+
+
+def open_store(config: Config) -> _Opened:
+    """Open the index ``config`` names (an unusable file: an in-memory index and a message).
+
+    Replays the event log: call it in a worker thread.
+    """
+    message = None
+    try:
+        store = Store.for_config(config)
+    except Exception as exc:  # unusable index file: keep serving from memory
+        message = f"Grounding: cannot open the index ({exc}); using an in-memory index."
+        config = config.with_overrides(index=":memory:")
+        store = Store.for_config(config)
+    snapshot = store.snapshot()
+    return _Opened(Workspace(config, store), message, snapshot if snapshot.seq > 0 else None)
+
+
+async def apply_settings(session: Session, settings: dict[str, Any], rescan: bool = True) -> None:
+    """Rebuild the configuration from ``grounding.toml`` and ``settings`` and apply it (see the
+    module docstring for what each kind of change does). Heavy parts run in workers.
+    """
+    assert session.root is not None
+    session.settings = settings
+    config, message = await session.readers.run(load_settings, session.root, settings)
+    old = session.workspace
+    if old is not None and _same(old.config, config, STORE_KEYS) and old.config.index_path == config.index_path:
+        if old.config == config:
+            if message:
+                session.client.show_message(types.MessageType.Warning, message)
+            return
+        scanning = session.tasks.running(_REINDEX) is not None
+        session.install(Workspace(config, old.store))
+        if scanning:  # that scan's result is dropped (a new epoch): scan again
+            request_reindex(session)
+        view = session.view
+        if view is not None:
+            session.set_snapshot(view.snapshot)
+            diagnostics.recheck_open_drafts(session)
+        if message:
+            session.client.show_message(types.MessageType.Warning, message)
+        if not _same(old.config, config, SCAN_KEYS):
+            if config.evidence_root != old.config.evidence_root:
+                _start_watchers(session)
+            request_reindex(session)
+        elif old.config.today != config.today:
+            evidence.refresh(session, None, None)
+        return
+    opened = await session.readers.run(open_store, config)
+    session.install(opened.workspace)
+    if old is not None:  # closed once no view reads it any more
+        session.feature_state.setdefault(_RETIRED, []).append(old.store)
+    for text in (message, opened.message):
+        if text:
+            session.client.show_message(types.MessageType.Warning, text)
+    if opened.snapshot is not None:
+        _set_snapshot(session, opened.snapshot)
+        diagnostics.recheck_open_drafts(session)
+    if old is not None:
+        if config.evidence_root != old.config.evidence_root:
+            _start_watchers(session)
+        if rescan:
+            request_reindex(session)
+
+
+def _set_snapshot(session: Session, snapshot: IndexSnapshot) -> None:
+    """A snapshot of the current store becomes the view; stores replaced before are closed
+    (in the writer thread, after any scan of theirs).
+    """
+    session.set_snapshot(snapshot)
+    for store in session.feature_state.pop(_RETIRED, []):
+        close = session.writer.run(store.close)
+        close.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+
+def _same(a: Config, b: Config, keys: Iterable[str]) -> bool:
+    return all(getattr(a, key) == getattr(b, key) for key in keys) and a.evidence_root == b.evidence_root
+
+
+async def _reload_config(session: Session) -> None:
+    if session.workspace is not None:
+        await apply_settings(session, session.settings)
+
+
+def _warm_tokenizer(encoding: str) -> None:
+    """Build the tiktoken encoding in a worker thread now (about 2 s for o200k_base), so the
+    first draft check does not pay for it while the writer waits for diagnostics.
+    """
+    from grounding_core.budget import get_encoding
+
+    def warm() -> None:
+        try:
+            get_encoding(encoding)
+        except Exception:  # reported by the first check that needs it
+            logger.exception("loading the %s tokenizer failed", encoding)
+
+    threading.Thread(target=warm, name="grounding-tokenizer", daemon=True).start()
+
+
+# ------------------------------------------------------------------------- indexing
+
+
+def request_reindex(session: Session, paths: Iterable[str] | None = None, delay: float = 0.0) -> None:
+    """Rescan soon: ``paths`` (relative to the evidence root) changed, or None for a full walk.
+    Requests made while a scan runs coalesce into one more scan; an empty ``paths`` is none.
+    """
+    if paths is not None:
+        paths = set(paths)
+        if not paths:
+            return
+    if paths is None:
+        session.scan_pending = None
+    elif session.scan_pending is not None:
+        session.scan_pending.update(paths)
+    session.scan_wanted = True
+    if session.tasks.running(_REINDEX) is None:
+        session.tasks.start(_REINDEX, _reindex_loop(session, delay, None))
+
+
+async def wait_reindexed(session: Session) -> None:
+    """Wait until no scan is running or pending (``grounding.reindex``)."""
+    while (task := session.tasks.running(_REINDEX)) is not None:
+        with contextlib.suppress(Exception):
+            await asyncio.shield(task)
+
+
+async def _reindex_loop(session: Session, delay: float, progress: _Progress | None) -> None:
+    if delay:
+        await asyncio.sleep(delay)
+    session.scan_wanted = True
+    try:
+        while session.scan_wanted:
+            session.scan_wanted = False
+            paths, session.scan_pending = session.scan_pending, set()
+            await _scan(session, paths, progress)
+            if progress is not None:
+                progress.end(session)
+                progress = None
+    finally:
+        if progress is not None:
+            progress.end(session)
+
+
+async def _scan(session: Session, paths: set[str] | None, progress: _Progress | None) -> None:
+    ws, epoch = session.workspace, session.epoch
+    if ws is None:
+        return
+    report = progress.callback(session) if progress is not None else None
+    try:
+        result, snapshot = await session.writer.run(_scan_store, ws, report, paths)
+    except Exception as exc:
+        if isinstance(exc, FileNotFoundError):  # no evidence folder (yet): check against what there is
+            logger.warning("%s", exc)
+        else:
+            logger.exception("indexing failed; keeping the previous index")
+        if epoch == session.epoch and (session.view is None or session.view.epoch != epoch):
+            _set_snapshot(session, await session.readers.run(ws.store.snapshot))
+            diagnostics.recheck_open_drafts(session)
+        session.ready.set()
+        return
+    session.index_passes += 1
+    session.client.log_message(types.MessageType.Log, (
+        f"Grounding: index pass {session.index_passes}: {len(result.changed)} files re-read,"
+        f" {len(result.events)} events appended, {snapshot.seq} events in the log"))
+    if epoch != session.epoch:
+        return  # the workspace was replaced meanwhile; its own scan follows
+    before = session.view
+    if before is None or before.epoch != epoch or before.snapshot.generation != snapshot.generation:
+        _set_snapshot(session, snapshot)
+        diagnostics.recheck_open_drafts(session)
+    else:  # the same answers; a pull client still hears that a pass ended
+        session.ready.set()
+        if diagnostics.pull_mode(session):
+            session.client.refresh_diagnostics()
+    evidence.refresh(session, result, before if before is not None and before.epoch == epoch else None)
+    unstable = list(getattr(result, "unstable", ()))  # files still being written: read them again soon
+    if unstable:
+        retry: set[str] = session.feature_state.setdefault(_RETRY, set())
+        retry.update(unstable)
+        session.tasks.start(_RETRY, _retry_unstable(session), replace=False)
+
+
+async def _retry_unstable(session: Session) -> None:
+    await asyncio.sleep(UNSTABLE_RETRY_SECONDS)
+    paths = session.feature_state.pop(_RETRY, set())
+    request_reindex(session, paths)
+
+
+_SCAN_TAKES_PATHS = "paths" in inspect.signature(Store.scan).parameters
+"""Whether ``Store.scan`` accepts the changed paths yet (the store rewrite adds them)."""
+
+
+def _scan_store(ws: Workspace, progress: Callable[[int, int, str], None] | None,
+                paths: set[str] | None) -> tuple[ScanResult, IndexSnapshot]:
+    """One scan of the evidence folder (writer thread). ``paths``: only those changed
+    (passed to ``Store.scan`` when it takes them; else a full walk).
+    """
+    scan: Callable[..., ScanResult] = ws.store.scan
+    if _SCAN_TAKES_PATHS and paths is not None:
+        result = scan(ws.config, progress, paths=sorted(paths))
+    else:
+        result = scan(ws.config, progress)
+    snapshot = result.snapshot if result.snapshot is not None else ws.store.snapshot()
+    return result, snapshot
+
+
+@dataclass
+class _Progress:
+    """Work-done progress of the initial scan (when the client supports it)."""
+
+    token: str
+    last: int = -1
+    ended: bool = False
+
+    def callback(self, session: Session) -> Callable[[int, int, str], None]:
+        loop = asyncio.get_running_loop()
+
+        def report(done: int, total: int, path: str) -> None:  # writer thread
+            pct = int(done * 100 / max(total, 1))
+            if pct >= self.last + 5:
+                self.last = pct
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(session.client.progress, self.token, types.WorkDoneProgressReport(
+                        message=f"{done}/{total} {path}", percentage=pct))
+
+        return report
+
+    def end(self, session: Session) -> None:
+        if not self.ended:
+            self.ended = True
+            view = session.view
+            seq = view.snapshot.seq if view is not None else 0
+            session.client.progress(self.token, types.WorkDoneProgressEnd(message=f"{seq} events indexed"))
+
+
+async def _begin_progress(session: Session) -> _Progress | None:
+    if not session.capability("window.work_done_progress", False):
+        return None
+    token = str(uuid.uuid4())
+    try:
+        await session.client.create_progress(token)
+    except Exception:
+        return None
+    session.client.progress(token, types.WorkDoneProgressBegin(
+        title="Grounding: indexing evidence", percentage=0, cancellable=False))
+    return _Progress(token)
+
+
+# -------------------------------------------------------------------------- watching
+
+
+def _start_watchers(session: Session) -> None:
+    config = session.config
+    if config is None:
+        return
+    root = config.evidence_root
+    if root.is_dir():
+        session.tasks.start(_WATCH, _watch(session, root))
+    session.tasks.start(_CONFIG_WATCH, _watch_config(session, config.root), replace=False)
+
+
+def _wanted(change: Any, path: str) -> bool:
+    name = Path(path).name
+    if name.startswith(".#") or name.endswith(TEMP_SUFFIXES) or "/.git/" in path or "/.grounding/" in path:
+        return False
+    return True
+
+
+async def _watch(session: Session, root: Path) -> None:
+    """Watchfiles loop over the evidence root; falls back to polling once if it fails."""
+    from watchfiles import awatch
+
+    polling = False
+    stop = asyncio.Event()
+    while not stop.is_set():
+        try:
+            if not polling and os.environ.get(FORCE_WATCH_ERROR_ENV):
+                raise OSError(errno.ENOSPC, f"OS file watch limit reached ({FORCE_WATCH_ERROR_ENV})")
+            async for changes in awatch(root, watch_filter=_wanted, debounce=QUIET_PERIOD_MS, step=50,
+                                        stop_event=stop, force_polling=polling, poll_delay_ms=300,
+                                        recursive=True):
+                request_reindex(session, _changed_paths(session, root, (path for _, path in changes)))
+            return
+        except asyncio.CancelledError:
+            stop.set()
+            raise
+        except Exception as exc:
+            if polling:
+                logger.exception("polling the evidence folder failed; watching stopped")
+                return
+            polling = True
+            logger.warning("file watching failed (%s); polling the evidence folder instead", exc)
+            session.client.show_message(types.MessageType.Warning,
+                                        f"Grounding: cannot watch {root} ({exc}); polling for changes instead.")
+
+
+def _changed_paths(session: Session, root: Path, paths: Iterable[str]) -> set[str] | None:
+    """The watcher's paths relative to the evidence root, for the next scan; None (a full walk)
+    when one looks like a folder (no suffix: a folder moved or deleted names only itself).
+    """
+    config = session.config
+    out = set()
+    for path in paths:
+        try:
+            rel = Path(path).relative_to(root).as_posix()
+        except ValueError:
+            continue
+        if config is not None and config.evidence_matches(rel):
+            out.add(rel)
+        elif not Path(rel).suffix:
+            return None
+    return out
+
+
+async def _watch_config(session: Session, root: Path) -> None:
+    """Poll the configuration files' stat every second (cheap; works on every filesystem)."""
+    stamp = await session.readers.run(_config_stamp, root)
+    while True:
+        await asyncio.sleep(CONFIG_POLL_SECONDS)
+        now = await session.readers.run(_config_stamp, root)
+        if now != stamp:
+            stamp = now
+            await _reload_config(session)
+
+
+def _config_stamp(root: Path) -> tuple[tuple[int, int, int] | None, ...]:
+    out: list[tuple[int, int, int] | None] = []
+    for name in CONFIG_FILES:
+        try:
+            st = os.stat(root / name)
+            out.append((st.st_mtime_ns, st.st_size, st.st_ino))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def _is_config_file(uri: str, root: Path) -> bool:
+    path = to_fs_path(uri)
+    return path is not None and Path(path).parent == root and Path(path).name in CONFIG_FILES
+
+
+def _evidence_relative(session: Session, uri: str) -> str | None:
+    config = session.config
+    path = to_fs_path(uri)
+    if config is None or not path:
+        return None
+    try:
+        return Path(path).relative_to(config.evidence_root).as_posix()
+    except ValueError:
+        return None
+
+
+async def _register_watched_files(session: Session) -> None:
+    config = session.config
+    if config is None or not session.capability(
+            "workspace.did_change_watched_files.dynamic_registration", False):
+        return
+    watchers = [types.FileSystemWatcher(glob_pattern=types.RelativePattern(
+        base_uri=config.evidence_root.as_uri(), pattern="**/*"))]
+    watchers += [types.FileSystemWatcher(glob_pattern=types.RelativePattern(
+        base_uri=config.root.as_uri(), pattern=name)) for name in CONFIG_FILES]
+    try:
+        await session.client.register_capability(types.Registration(
+            id="grounding-evidence-watch", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+            register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=watchers)))
+    except Exception:
+        logger.info("the client refused the file watcher registration")

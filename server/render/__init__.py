@@ -1,0 +1,1 @@
+"""Text the server shows to people (hover Markdown), rendered from core values."""

@@ -1,0 +1,640 @@
+"""One language-server session: the state the event loop owns, and the rules every handler
+shares (SPEC §10; the layout is described in docs/architecture.md).
+
+:class:`Session` holds, for one client connection:
+
+- the client's side: its capabilities, the negotiated codec, the open documents
+  (:class:`server.documents.GroundingWorkspace`, kept equal to the editor's text by pygls);
+- the workspace (configuration + index store) and the current :class:`IndexView`: one frozen
+  :class:`~grounding_core.index.IndexSnapshot` with the configuration and date it answers
+  for, numbered by a *generation* that changes whenever answers may change (a scan, a
+  settings change, midnight);
+- the latest :class:`DraftResult` of each open draft, keyed by :class:`ResultKey`
+  ``(document version, text hash, index generation)`` recorded when the check started;
+- named background tasks and two pools of daemon worker threads (``readers`` for checks and
+  lookups, ``writer`` for the store: scans and closing, one at a time).
+
+Three rules, used by every feature:
+
+- **capture on the loop, compute off it**: heavy work receives frozen values — a
+  :class:`~server.documents.DocumentSnapshot`, an :class:`IndexView` — taken on the loop
+  (:meth:`Session.capture`), and runs in a worker thread;
+- **one freshness rule**: a result is fresh while its key equals the open document's
+  version, text hash and the current generation (:meth:`Session.is_fresh`); anything else is
+  dropped, never published;
+- **one error guard**: :meth:`Session.guard` / :meth:`Session.guard_sync` log a failing
+  feature and answer its default (null), so the other features keep working; JSON-RPC errors
+  (``InvalidParams`` ...) pass through to the client.
+
+Nothing here speaks the protocol: outgoing messages go through the :class:`Client` port
+(``server/app.py`` implements it with pygls; in-process tests with a recorder).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import inspect
+import logging
+import os
+import queue
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from lsprotocol import types
+from pygls.capabilities import get_capability
+from pygls.exceptions import JsonRpcException
+from pygls.uris import from_fs_path, to_fs_path
+
+from grounding_core.check import check_parsed, check_text
+from grounding_core.config import Config
+from grounding_core.drafts import ParsedDraft
+from grounding_core.index import IndexSnapshot
+from grounding_core.model import DraftReport
+from grounding_core.text import split_lines
+from grounding_core.workspace import Workspace
+from server.documents import DocumentSnapshot, GroundingWorkspace
+from server.positions import PositionCodec
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DEBOUNCE_SECONDS = 0.15
+"""Typing debounce: a ``didChange`` is checked 150 ms after the last change (SPEC §10);
+open and save are checked at once."""
+READER_THREADS = 4
+"""Worker threads for checks and lookups (hover, completion, code actions, evidence diagnostics)."""
+
+
+# ------------------------------------------------------------------------- the client port
+
+
+class Client(Protocol):
+    """What the session sends to the editor (implemented in ``server/app.py`` with pygls)."""
+
+    def publish_diagnostics(self, uri: str, version: int | None,
+                            diagnostics: Sequence[types.Diagnostic]) -> None: ...
+
+    def prepare_diagnostics(self, uri: str, version: int | None, diagnostics: Sequence[types.Diagnostic]) -> Any:
+        """A ``publishDiagnostics`` made ready to send (serialised); thread-safe, so a worker
+        does the heavy part and the loop only writes it with :meth:`send_prepared`.
+        """
+        ...
+
+    def send_prepared(self, prepared: Any) -> None: ...
+
+    def notify(self, method: str, params: Any) -> None: ...
+
+    def show_message(self, kind: types.MessageType, message: str) -> None: ...
+
+    def log_message(self, kind: types.MessageType, message: str) -> None: ...
+
+    async def show_message_request(self, kind: types.MessageType, message: str,
+                                   choices: Sequence[str]) -> str | None:
+        """Ask the writer (``window/showMessageRequest``): the title of the choice taken, or
+        None when the question was dismissed or the client could not ask.
+        """
+        ...
+
+    async def configuration(self, section: str) -> Any: ...
+
+    async def register_capability(self, registration: types.Registration) -> None: ...
+
+    async def apply_edit(self, edit: types.WorkspaceEdit, label: str) -> types.ApplyWorkspaceEditResult: ...
+
+    def refresh_diagnostics(self) -> None: ...
+
+    async def refresh_code_lenses(self) -> None: ...
+
+    async def create_progress(self, token: str) -> None: ...
+
+    def progress(self, token: str, value: types.WorkDoneProgressBegin | types.WorkDoneProgressReport
+                 | types.WorkDoneProgressEnd) -> None: ...
+
+    def unstructure(self, value: Any) -> Any: ...
+
+
+# ------------------------------------------------------------------------------ workers
+
+
+class Workers:
+    """A pool of daemon threads running blocking calls for the event loop.
+
+    :meth:`run` returns a future of the loop that called it. Daemon threads (unlike
+    ``asyncio.to_thread``'s executor) never hold up the process's exit: an ``exit`` during a
+    long scan ends the process at once, and the index's transaction rolls back (SPEC §4:
+    crash-safe). A call whose future was cancelled before it started is skipped.
+    """
+
+    def __init__(self, name: str, size: int) -> None:
+        self.name = name
+        self.size = size
+        self._queue: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def run(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """Run ``fn(*args)`` in one of the threads; await the result on the calling loop."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._start()
+        self._queue.put((loop, future, fn, args))
+        return future
+
+    def close(self) -> None:
+        """Let the threads end once the calls already queued are done (new calls restart them)."""
+        with self._lock:
+            for _ in self._threads:
+                self._queue.put(None)
+            self._threads = []
+
+    def _start(self) -> None:
+        with self._lock:
+            while len(self._threads) < self.size:
+                thread = threading.Thread(target=self._work, name=f"{self.name}-{len(self._threads)}",
+                                          daemon=True)
+                thread.start()
+                self._threads.append(thread)
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            loop, future, fn, args = item
+            if future.cancelled():
+                continue
+            try:
+                value = fn(*args)
+            except BaseException as exc:  # delivered to the awaiting task
+                self._deliver(loop, future, None, exc)
+            else:
+                self._deliver(loop, future, value, None)
+
+    @staticmethod
+    def _deliver(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], value: Any,
+                 exc: BaseException | None) -> None:
+        def settle() -> None:
+            if future.done():
+                return
+            if exc is not None:
+                future.set_exception(exc)
+            else:
+                future.set_result(value)
+
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+            loop.call_soon_threadsafe(settle)
+
+
+# --------------------------------------------------------------------------- file lines
+
+
+class FileLines:
+    """Lines (no terminators) of files on disk, by path and mtime; a bounded LRU shared by the
+    worker threads (thread-safe). Used only where a finding's related location does not carry
+    its line text (draft findings naming evidence lines).
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._lines: dict[tuple[str, int], tuple[str, ...]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, path: str) -> tuple[str, ...]:
+        try:
+            key = (path, os.stat(path).st_mtime_ns)
+        except OSError:
+            return ()
+        with self._lock:
+            found = self._lines.pop(key, None)
+            if found is not None:
+                self._lines[key] = found  # most recently used last
+                return found
+        try:
+            with open(path, "rb") as handle:
+                text = handle.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ()
+        found = tuple(split_lines(text[1:] if text.startswith("\ufeff") else text))
+        with self._lock:
+            self._lines[key] = found
+            while len(self._lines) > self.size:
+                del self._lines[next(iter(self._lines))]
+        return found
+
+
+# -------------------------------------------------------------------------------- tasks
+
+
+class Tasks:
+    """Named background tasks of the session (strong references; failures logged)."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, asyncio.Task[Any]] = {}
+
+    def start(self, name: str, coro: Coroutine[Any, Any, Any], replace: bool = True) -> asyncio.Task[Any]:
+        """Run ``coro`` as the task ``name``; a running task of that name is cancelled first
+        (``replace``) or kept, and ``coro`` closed unrun (``replace=False``).
+        """
+        old = self._tasks.get(name)
+        if old is not None and not old.done():
+            if not replace:
+                coro.close()
+                return old
+            old.cancel()
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks[name] = task
+        task.add_done_callback(lambda t: self._done(name, t))
+        return task
+
+    def running_prefixed(self, prefix: str) -> list[asyncio.Task[Any]]:
+        """The running tasks whose name starts with ``prefix``."""
+        return [t for name, t in self._tasks.items() if name.startswith(prefix) and not t.done()]
+
+    def running(self, name: str) -> asyncio.Task[Any] | None:
+        task = self._tasks.get(name)
+        return task if task is not None and not task.done() else None
+
+    def cancel(self, name: str) -> None:
+        task = self._tasks.pop(name, None)
+        if task is not None:
+            task.cancel()
+
+    def cancel_all(self) -> None:
+        for task in list(self._tasks.values()):
+            task.cancel()
+        self._tasks.clear()
+
+    def _done(self, name: str, task: asyncio.Task[Any]) -> None:
+        if self._tasks.get(name) is task:
+            del self._tasks[name]
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            logger.error("background task %s failed", name, exc_info=exc)
+
+
+# ------------------------------------------------------------------------ frozen values
+
+
+@dataclass(frozen=True)
+class IndexView:
+    """One index snapshot with what its answers depend on; safe to hand to any thread.
+
+    ``generation`` numbers the views of one session (it changes whenever answers may change);
+    ``read_text`` reads a UTF-8 file relative to the workspace root (context logs, drafts on
+    disk) and ``discover_drafts`` lists the drafts under it; neither touches the store.
+    """
+
+    generation: int
+    snapshot: IndexSnapshot
+    config: Config
+    today: dt.date
+    epoch: int
+    """The :attr:`Session.epoch` of the workspace the snapshot comes from."""
+    read_text: Callable[[str], str | None] = field(compare=False)
+    discover_drafts: Callable[[], list[str]] = field(compare=False)
+
+    def root_uri(self, rel: str) -> str:
+        """The file URI of a path relative to the workspace root."""
+        return from_fs_path(str(self.config.root / rel)) or ""
+
+    def evidence_uri(self, rel: str) -> str:
+        """The file URI of a path relative to the evidence root."""
+        return from_fs_path(str(self.config.evidence_root / rel)) or ""
+
+
+@dataclass(frozen=True, slots=True)
+class ResultKey:
+    """The provenance of a result: the document's version and text hash and the index
+    generation, recorded when the computation started (see :meth:`Session.is_fresh`).
+    """
+
+    version: int | None
+    text_hash: str
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class CheckJob:
+    """Everything one draft check reads, captured on the loop (:meth:`Session.capture`)."""
+
+    document: DocumentSnapshot
+    rel: str
+    view: IndexView
+    draft: ParsedDraft | None = None
+    """A parse of exactly ``document.text`` made by an earlier request, reused when given."""
+
+    @property
+    def key(self) -> ResultKey:
+        return ResultKey(self.document.version, self.document.text_hash, self.view.generation)
+
+
+@dataclass(frozen=True, slots=True)
+class DraftResult:
+    """One checked draft: the document snapshot it was computed for (convert its spans with
+    ``document.lines``), the parse, the report and its :class:`ResultKey`.
+    """
+
+    uri: str
+    key: ResultKey
+    document: DocumentSnapshot
+    draft: ParsedDraft
+    report: DraftReport
+    rel: str
+
+
+def run_check(job: CheckJob) -> DraftResult:
+    """Parse and check one captured draft (worker thread; pure over the job)."""
+    view = job.view
+    if job.draft is not None:
+        report = check_parsed(job.draft, job.rel, view.snapshot, view.config, view.today, view.read_text)
+        return DraftResult(job.document.uri, job.key, job.document, job.draft, report, job.rel)
+    checked = check_text(job.document.text, job.rel, view.snapshot, view.config, view.today, view.read_text)
+    return DraftResult(job.document.uri, job.key, job.document, checked.draft, checked.report, job.rel)
+
+
+# ------------------------------------------------------------------------------ session
+
+
+class Session:
+    """The state of one server session, owned by the event loop (see the module docstring)."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.documents: GroundingWorkspace | None = None
+        self.capabilities = types.ClientCapabilities()
+        self.initialization_options: Any = None
+        self.root: Path | None = None
+        """The workspace folder (set at ``initialize``); None when the client opened none."""
+        self.settings: dict[str, Any] = {}
+        """Editor settings last read (``initializationOptions`` + ``workspace/configuration``)."""
+        self.workspace: Workspace | None = None
+        self.epoch = 0
+        """Changes whenever :attr:`workspace` is replaced (a scan of an older one is dropped)."""
+        self.view: IndexView | None = None
+        self._generation = 0
+        self.ready = asyncio.Event()
+        """Set once the first view exists, or when there is no workspace to index."""
+        self.results: dict[str, DraftResult] = {}
+        self._parses: dict[str, tuple[str, ParsedDraft]] = {}
+        self._inflight: dict[tuple[str, ResultKey], asyncio.Future[DraftResult]] = {}
+        self.tasks = Tasks()
+        self.readers = Workers("grounding-read", READER_THREADS)
+        self.writer = Workers("grounding-index", 1)
+        self.shutdown_requested = False
+        self.index_passes = 0
+        self.scan_pending: set[str] | None = set()
+        """Evidence paths the watcher saw change since the last scan started (relative to the
+        evidence root); None asks for a full walk."""
+        self.scan_wanted = False
+        self.file_lines = FileLines()
+        """Lines of files on disk for related locations (see :class:`FileLines`)."""
+        self.feature_state: dict[str, Any] = {}
+        """Per-feature bookkeeping owned by the loop (e.g. the evidence diagnostics published),
+        keyed by the feature module's name."""
+
+    # -- client side --------------------------------------------------------------------
+
+    def attach(self, params: types.InitializeParams, documents: GroundingWorkspace) -> None:
+        """Take what ``initialize`` decided: the documents (with the negotiated codec), the
+        client's capabilities and options, and the workspace folder (the first one, else
+        ``rootUri``).
+        """
+        self.documents = documents
+        self.capabilities = params.capabilities
+        self.initialization_options = params.initialization_options
+        folders = documents.folders
+        uri = next(iter(folders.values())).uri if folders else documents.root_uri
+        path = to_fs_path(uri) if uri else None
+        self.root = Path(path) if path else None
+
+    @property
+    def codec(self) -> PositionCodec:
+        """The negotiated codec (UTF-16 before ``initialize``)."""
+        return self.documents.position_codec if self.documents is not None else PositionCodec()
+
+    def capability(self, path: str, default: Any = None) -> Any:
+        """A client capability by dotted path (``"workspace.apply_edit"``), else ``default``."""
+        return get_capability(self.capabilities, path, default)
+
+    def document(self, uri: str) -> DocumentSnapshot | None:
+        """A frozen view of the open document ``uri`` (None when it is not open)."""
+        if self.documents is None:
+            return None
+        doc = self.documents.open_document(uri)
+        return doc.snapshot() if doc is not None else None
+
+    def open_uris(self) -> list[str]:
+        return list(self.documents.text_documents) if self.documents is not None else []
+
+    # -- the workspace and its index ----------------------------------------------------
+
+    @property
+    def config(self) -> Config | None:
+        return self.workspace.config if self.workspace is not None else None
+
+    def install(self, workspace: Workspace) -> None:
+        """Make ``workspace`` the session's; scans of the previous one are dropped."""
+        self.workspace = workspace
+        self.epoch += 1
+
+    def set_snapshot(self, snapshot: IndexSnapshot) -> IndexView:
+        """Make ``snapshot`` (of the current workspace's store) the current index, with the
+        current configuration, as a new generation; return its view.
+        """
+        assert self.workspace is not None
+        ws = self.workspace
+        self._generation += 1
+        self.view = IndexView(self._generation, snapshot, ws.config, ws.config.today_or(), self.epoch,
+                              ws.read_text, ws.discover_drafts)
+        self.ready.set()
+        return self.view
+
+    def current_view(self) -> IndexView | None:
+        """The current view; a new generation of it when the date changed since it was made
+        (activity depends on today, SPEC §3).
+        """
+        view = self.view
+        if view is not None and view.config.today is None and dt.date.today() != view.today:
+            self._generation += 1
+            view = self.view = replace(view, generation=self._generation, today=dt.date.today())
+        return view
+
+    def no_workspace(self) -> None:
+        """There is nothing to index (no folder open): requests stop waiting for one."""
+        self.ready.set()
+
+    # -- URIs ---------------------------------------------------------------------------
+
+    def draft_rel(self, uri: str) -> str | None:
+        """The draft path relative to the root when ``uri`` is a draft (SPEC §2), else None."""
+        ws = self.workspace
+        path = _fs_path(uri)
+        if ws is None or path is None:
+            return None
+        rel = _relative(path, ws.config.root)
+        return rel if rel is not None and ws.is_draft(rel) else None
+
+    def evidence_rel(self, uri: str) -> str | None:
+        """The path relative to the evidence root when ``uri`` is an evidence file, else None."""
+        config = self.config
+        path = _fs_path(uri)
+        if config is None or path is None:
+            return None
+        rel = _relative(path, config.evidence_root)
+        return rel if rel is not None and config.evidence_matches(rel) else None
+
+    def under_evidence(self, uri: str) -> bool:
+        """True when ``uri`` is a file path inside the evidence root (matching or not)."""
+        config = self.config
+        path = _fs_path(uri)
+        return config is not None and path is not None and _relative(path, config.evidence_root) is not None
+
+    def evidence_uri(self, rel: str) -> str:
+        """The file URI of a path relative to the evidence root."""
+        assert self.config is not None
+        return from_fs_path(str(self.config.evidence_root / rel)) or ""
+
+    def root_uri(self, rel: str) -> str:
+        """The file URI of a path relative to the workspace root."""
+        assert self.config is not None
+        return from_fs_path(str(self.config.root / rel)) or ""
+
+    # -- freshness ----------------------------------------------------------------------
+
+    def capture(self, uri: str) -> CheckJob | None:
+        """Freeze what a check of the open draft ``uri`` reads: its text now and the current
+        view. None when ``uri`` is not an open draft or no view exists yet.
+        """
+        view = self.current_view()
+        document = self.document(uri)
+        if view is None or document is None:
+            return None
+        rel = self.draft_rel(uri)
+        if rel is None:
+            return None
+        return CheckJob(document, rel, view, self.parsed(uri, document.text_hash))
+
+    def key_now(self, uri: str) -> ResultKey | None:
+        """The key a fresh result of ``uri`` must have right now (None: not open, no view)."""
+        view = self.current_view()
+        if view is None or self.documents is None:
+            return None
+        doc = self.documents.open_document(uri)
+        if doc is None:
+            return None
+        return ResultKey(doc.version, doc.text_hash, view.generation)
+
+    def is_fresh(self, result: DraftResult) -> bool:
+        """The freshness rule: ``result`` was computed for the open document's current version
+        and text against the current index generation.
+        """
+        return self.key_now(result.uri) == result.key
+
+    def fresh_result(self, uri: str) -> DraftResult | None:
+        """The stored result of ``uri`` when it is fresh."""
+        result = self.results.get(uri)
+        return result if result is not None and self.is_fresh(result) else None
+
+    async def current_result(self, uri: str) -> DraftResult | None:
+        """A fresh result of the open draft ``uri``: the stored one, or a check of its current
+        text in a worker (one computation per key, shared by concurrent callers). Waits for
+        the first index view. None when ``uri`` is not an open draft.
+        """
+        await self.ready.wait()
+        job = self.capture(uri)
+        if job is None:
+            return None
+        stored = self.results.get(uri)
+        if stored is not None and stored.key == job.key:
+            return stored
+        return await self.check(job)
+
+    async def check(self, job: CheckJob) -> DraftResult:
+        """Run ``job`` in a worker (deduplicated by key); a result still fresh when it arrives
+        is stored as the draft's latest.
+        """
+        flight = (job.document.uri, job.key)
+        future = self._inflight.get(flight)
+        if future is None:
+            future = asyncio.ensure_future(self.readers.run(run_check, job))
+            self._inflight[flight] = future
+            future.add_done_callback(lambda _f: self._inflight.pop(flight, None))
+        result = await asyncio.shield(future)
+        if self.is_fresh(result):
+            self.results[result.uri] = result
+        return result
+
+    def forget(self, uri: str) -> DraftResult | None:
+        """Drop the stored result and parse of ``uri`` (the document closed); returns the result."""
+        self._parses.pop(uri, None)
+        return self.results.pop(uri, None)
+
+    def parsed(self, uri: str, text_hash: str) -> ParsedDraft | None:
+        """The parse of the open draft ``uri`` for the text with ``text_hash``, when a request
+        made one (hover and definition parse before any check exists, e.g. while indexing).
+        """
+        found = self._parses.get(uri)
+        return found[1] if found is not None and found[0] == text_hash else None
+
+    def remember_parse(self, uri: str, text_hash: str, draft: ParsedDraft) -> None:
+        """Keep one parse per open draft (the latest text's) for :meth:`parsed`."""
+        if self.documents is not None and self.documents.open_document(uri) is not None:
+            self._parses[uri] = (text_hash, draft)
+
+    # -- the error guard ----------------------------------------------------------------
+
+    async def guard(self, name: str, fn: Callable[..., Awaitable[T]], *args: Any) -> T | None:
+        """``await fn(self, *args)``; a failure is logged and answered with None."""
+        try:
+            return await fn(self, *args)
+        except (asyncio.CancelledError, JsonRpcException):
+            raise
+        except Exception:
+            logger.exception("%s failed", name)
+            return None
+
+    def guard_sync(self, name: str, fn: Callable[..., T], *args: Any) -> T | None:
+        """``fn(self, *args)`` on the loop; a failure is logged and answered with None."""
+        try:
+            result = fn(self, *args)
+        except JsonRpcException:
+            raise
+        except Exception:
+            logger.exception("%s failed", name)
+            return None
+        if inspect.isawaitable(result):  # a coroutine by mistake: run it guarded
+            self.tasks.start(f"{name}-{id(result)}", self.guard(name, _awaited, result))
+            return None
+        return result
+
+
+async def _awaited(session: Session, awaitable: Awaitable[T]) -> T:
+    return await awaitable
+
+
+def _fs_path(uri: str) -> Path | None:
+    path = to_fs_path(uri)
+    return Path(path) if path else None
+
+
+def _relative(path: Path, base: Path) -> str | None:
+    """``path`` relative to ``base`` as a ``/``-path (symlinks resolved when needed), or None."""
+    try:
+        full = Path(os.path.abspath(path))
+        if not full.is_relative_to(base):
+            full = full.resolve()
+        return full.relative_to(base).as_posix()
+    except (ValueError, OSError):
+        return None
+
+
+__all__ = ["DEBOUNCE_SECONDS", "CheckJob", "Client", "DraftResult", "FileLines", "IndexView", "ResultKey", "Session",
+           "Tasks", "Workers", "run_check"]
