@@ -15,7 +15,7 @@ is written in the same transaction as its event (:func:`write_event`), so a cras
 or neither; :func:`rebuild` derives the table from the log again (used by the migration and by
 tests comparing it with the log).
 
-Plain SQL that PostgreSQL also speaks, except ``WITHOUT ROWID`` (an SQLite storage hint).
+Plain SQL that PostgreSQL also speaks (``ON CONFLICT DO NOTHING``, no SQLite-only syntax).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ CREATE TABLE IF NOT EXISTS memory_entries (
   forgotten_at TEXT,
   forget_reason TEXT,
   PRIMARY KEY (scope, key, version)
-) WITHOUT ROWID;
+);
 """
 
 _COLUMNS = ("scope, key, version, value, remembered_seq, remembered_at, approved_by, approved_seq,"
@@ -72,7 +72,8 @@ def apply_event(conn: sqlite3.Connection, event: MemoryEvent) -> None:
     if event.kind == "remember":
         approved = event.by is not None
         conn.execute(
-            f"INSERT OR IGNORE INTO memory_entries ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL)",
+            f"INSERT INTO memory_entries ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL)"
+            " ON CONFLICT DO NOTHING",
             (event.scope, event.key, event.version, event.value, event.seq, event.recorded_at,
              event.by, event.seq if approved else None, event.recorded_at if approved else None),
         )
