@@ -304,6 +304,26 @@ class EmptyMemory:
         return []
 
 
+class EntriesMemory:
+    """A :class:`MemorySource` over entries held in Python (the in-memory reference index,
+    ``grounding_core.state``; corpus-sized like it, never used by the SQL store).
+    """
+
+    def __init__(self, entries: Mapping[tuple[str, str, int], MemoryEntry]) -> None:
+        self._entries = entries
+
+    def memory_versions(self, scope: str, key: str) -> Mapping[int, MemoryEntry]:
+        return {v: e for (s, k, v), e in sorted(self._entries.items()) if (s, k) == (scope, key)}
+
+    def memory_scopes(self, prefix: str = "", limit: int | None = None) -> list[str]:
+        found = sorted({s for s, _, _ in self._entries if s.startswith(prefix)})
+        return found if limit is None else found[:limit]
+
+    def memory_keys(self, scope: str, prefix: str = "", limit: int | None = None) -> list[str]:
+        found = sorted({k for s, k, _ in self._entries if s == scope and k.startswith(prefix)})
+        return found if limit is None else found[:limit]
+
+
 def source_of(state: object) -> MemorySource:
     """The memory of an index snapshot or an ``IndexState`` (hook while callers still pass
     states: an :class:`~grounding_core.index.IndexSnapshot` is returned as it is).
@@ -718,7 +738,7 @@ def context_units(source: MemorySource, units: Sequence[MemoryUnitSpec]) -> list
 
 
 __all__: Sequence[str] = (
-    "MEMORY_PREFIX", "EmptyMemory", "MemoryCheck", "MemoryEntry", "MemoryEvent", "MemorySource",
+    "MEMORY_PREFIX", "EmptyMemory", "EntriesMemory", "MemoryCheck", "MemoryEntry", "MemoryEvent", "MemorySource",
     "MemoryUnitSpec", "MemoryWriteError", "active_of", "apply_events", "check_memory_claim",
     "entry_status", "json_claim", "memory_visible", "name_problem", "parse_memory_id",
     "parse_memory_unit", "resolve_units", "scope_entries", "source_of", "wire_claim",

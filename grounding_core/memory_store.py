@@ -1,4 +1,4 @@
-"""The SQLite side of memory entries (SPEC §11): events in the log, one derived table, queries.
+"""The SQL side of memory entries (SPEC §11): events in the log, one derived table, queries.
 
 Memory events are rows of the index's one append-only ``events`` table (``kind`` ``remember``,
 ``approve`` or ``forget``; ``doc_id`` empty; ``version`` the entry's version, 0 for ``forget``;
@@ -15,13 +15,16 @@ is written in the same transaction as its event (:func:`write_event`), so a cras
 or neither; :func:`rebuild` derives the table from the log again (used by the migration and by
 tests comparing it with the log).
 
-Plain SQL that PostgreSQL also speaks (``ON CONFLICT DO NOTHING``, no SQLite-only syntax).
+Plain SQL that PostgreSQL also speaks (``ON CONFLICT DO NOTHING``, no SQLite-only syntax),
+with ``?`` placeholders; the store's backend runs :data:`SCHEMA` and the writes happen inside
+the store's write transaction (``grounding_core.store.Store.remember``). Reads take the calling
+thread's connection and a seq (``grounding_core.sql_snapshot.SqlSnapshot.memory_versions``).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .memory import (
@@ -55,8 +58,9 @@ CREATE TABLE IF NOT EXISTS memory_entries (
 _COLUMNS = ("scope, key, version, value, remembered_seq, remembered_at, approved_by, approved_seq,"
             " approved_at, forgotten_seq, forgotten_at, forget_reason")
 
-Query = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
-"""Runs one read-only statement and returns its rows (thread safety is the caller's)."""
+Connection = sqlite3.Connection
+"""The connection the statements run on: the store's writer (inside its transaction) for
+writes, the calling thread's reader for lookups (``?`` placeholders, plain SQL)."""
 
 
 def _entry(row: Sequence[Any]) -> MemoryEntry:
@@ -67,7 +71,7 @@ def _entry(row: Sequence[Any]) -> MemoryEntry:
 # -- writing ---------------------------------------------------------------------------------
 
 
-def apply_event(conn: sqlite3.Connection, event: MemoryEvent) -> None:
+def apply_event(conn: Connection, event: MemoryEvent) -> None:
     """Update ``memory_entries`` for one event (the SQL twin of ``memory.apply_events``)."""
     if event.kind == "remember":
         approved = event.by is not None
@@ -91,7 +95,7 @@ def apply_event(conn: sqlite3.Connection, event: MemoryEvent) -> None:
         )
 
 
-def write_event(conn: sqlite3.Connection, event: MemoryEvent) -> MemoryEvent:
+def write_event(conn: Connection, event: MemoryEvent) -> MemoryEvent:
     """Append ``event`` to the log and update the derived table; returns it with its seq.
 
     Call inside the writer's transaction (the store's ``BEGIN IMMEDIATE``).
@@ -107,7 +111,7 @@ def write_event(conn: sqlite3.Connection, event: MemoryEvent) -> MemoryEvent:
     return stored
 
 
-def _versions_now(conn: sqlite3.Connection, scope: str, key: str) -> dict[int, MemoryEntry]:
+def _versions_now(conn: Connection, scope: str, key: str) -> dict[int, MemoryEntry]:
     rows = conn.execute(f"SELECT {_COLUMNS} FROM memory_entries WHERE scope = ? AND key = ?",
                         (scope, key)).fetchall()
     return {int(r[2]): _entry(r) for r in rows}
@@ -120,7 +124,7 @@ def _check_names(scope: str, key: str) -> None:
             raise MemoryWriteError(problem)
 
 
-def remember(conn: sqlite3.Connection, scope: str, key: str, value: str, approved_by: str | None,
+def remember(conn: Connection, scope: str, key: str, value: str, approved_by: str | None,
              now: str) -> MemoryEvent:
     """Validate and build a ``remember`` event at the end of the log (not yet written).
 
@@ -145,7 +149,7 @@ def remember(conn: sqlite3.Connection, scope: str, key: str, value: str, approve
     return MemoryEvent(0, "remember", scope, key, version, value, approved_by, recorded_at=now)
 
 
-def approve(conn: sqlite3.Connection, scope: str, key: str, version: int, by: str, now: str) -> MemoryEvent:
+def approve(conn: Connection, scope: str, key: str, version: int, by: str, now: str) -> MemoryEvent:
     """Validate and build an ``approve`` event: the version exists, is neither approved nor
     forgotten, and no newer version is active. Raises :class:`MemoryWriteError` otherwise.
     """
@@ -170,7 +174,7 @@ def approve(conn: sqlite3.Connection, scope: str, key: str, version: int, by: st
     return MemoryEvent(0, "approve", scope, key, version, by=by, recorded_at=now)
 
 
-def forget(conn: sqlite3.Connection, scope: str, key: str, reason: str, now: str) -> MemoryEvent:
+def forget(conn: Connection, scope: str, key: str, reason: str, now: str) -> MemoryEvent:
     """Validate and build a ``forget`` event; raises :class:`MemoryWriteError` when the key has
     no version left to forget.
     """
@@ -185,7 +189,7 @@ def forget(conn: sqlite3.Connection, scope: str, key: str, reason: str, now: str
     return MemoryEvent(0, "forget", scope, key, 0, reason=reason, recorded_at=now)
 
 
-def memory_events(conn: sqlite3.Connection, upto: int | None = None) -> Iterator[MemoryEvent]:
+def memory_events(conn: Connection, upto: int | None = None) -> Iterator[MemoryEvent]:
     """The memory events of the log in seq order (all, or those with seq <= ``upto``)."""
     kinds = ", ".join(f"'{k}'" for k in MEMORY_EVENT_KINDS)
     sql = f"SELECT seq, kind, version, data, recorded_at FROM events WHERE kind IN ({kinds})"
@@ -197,7 +201,7 @@ def memory_events(conn: sqlite3.Connection, upto: int | None = None) -> Iterator
         yield MemoryEvent.from_row(int(row[0]), str(row[1]), int(row[2]), row[3], str(row[4]))
 
 
-def rebuild(conn: sqlite3.Connection) -> int:
+def rebuild(conn: Connection) -> int:
     """Derive ``memory_entries`` from the log again (inside a transaction); returns the events read."""
     conn.execute("DELETE FROM memory_entries")
     count = 0
@@ -221,59 +225,33 @@ def _prefix(column: str, prefix: str) -> tuple[str, tuple[object, ...]]:
             (prefix, prefix + "\U0010ffff", len(prefix), prefix))
 
 
-class MemoryTable:
-    """Read access to ``memory_entries`` for any ``replay(n)``; every method is one indexed query.
-
-    ``query`` runs a read-only statement (the store passes a function using its own reader
-    connection, so readers never wait for a scan's transaction).
+def versions(conn: Connection, seq: int, scope: str, key: str) -> dict[int, MemoryEntry]:
+    """Every version of ``(scope, key)`` in the state ``replay(seq)``, facts after seq hidden
+    (one primary-key range read).
     """
-
-    def __init__(self, query: Query) -> None:
-        self._query = query
-
-    def versions(self, seq: int, scope: str, key: str) -> dict[int, MemoryEntry]:
-        """Every version of ``(scope, key)`` in the state ``replay(seq)``, facts after seq hidden."""
-        rows = self._query(f"SELECT {_COLUMNS} FROM memory_entries WHERE scope = ? AND key = ?"
-                           " AND remembered_seq <= ? ORDER BY version", (scope, key, seq))
-        out = {}
-        for row in rows:
-            entry = _entry(row).at(seq)
-            if entry is not None:
-                out[entry.version] = entry
-        return out
-
-    def scopes(self, seq: int, prefix: str = "", limit: int | None = None) -> list[str]:
-        """Scopes with an entry at ``seq`` starting with ``prefix`` (the primary key's range)."""
-        bound, args = _prefix("scope", prefix)
-        rows = self._query(
-            f"SELECT DISTINCT scope FROM memory_entries WHERE remembered_seq <= ?{bound}"
-            " ORDER BY scope LIMIT ?", (seq, *args, -1 if limit is None else limit))
-        return [str(r[0]) for r in rows]
-
-    def keys(self, seq: int, scope: str, prefix: str = "", limit: int | None = None) -> list[str]:
-        """Keys of ``scope`` with an entry at ``seq`` starting with ``prefix``, sorted."""
-        bound, args = _prefix("key", prefix)
-        rows = self._query(
-            f"SELECT DISTINCT key FROM memory_entries WHERE scope = ? AND remembered_seq <= ?{bound}"
-            " ORDER BY key LIMIT ?", (scope, seq, *args, -1 if limit is None else limit))
-        return [str(r[0]) for r in rows]
-
-    def view(self, seq: int) -> MemoryView:
-        return MemoryView(self, seq)
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM memory_entries WHERE scope = ? AND key = ?"
+                        " AND remembered_seq <= ? ORDER BY version", (scope, key, seq)).fetchall()
+    out = {}
+    for row in rows:
+        entry = _entry(row).at(seq)
+        if entry is not None:
+            out[entry.version] = entry
+    return out
 
 
-class MemoryView:
-    """A :class:`grounding_core.memory.MemorySource` over :class:`MemoryTable` at one seq."""
+def scopes(conn: Connection, seq: int, prefix: str = "", limit: int | None = None) -> list[str]:
+    """Scopes with an entry at ``seq`` starting with ``prefix`` (the primary key's range)."""
+    bound, args = _prefix("scope", prefix)
+    rows = conn.execute(
+        f"SELECT DISTINCT scope FROM memory_entries WHERE remembered_seq <= ?{bound}"
+        " ORDER BY scope LIMIT ?", (seq, *args, -1 if limit is None else limit)).fetchall()
+    return [str(r[0]) for r in rows]
 
-    def __init__(self, table: MemoryTable, seq: int) -> None:
-        self.table = table
-        self.seq = seq
 
-    def memory_versions(self, scope: str, key: str) -> Mapping[int, MemoryEntry]:
-        return self.table.versions(self.seq, scope, key)
-
-    def memory_scopes(self, prefix: str = "", limit: int | None = None) -> list[str]:
-        return self.table.scopes(self.seq, prefix, limit)
-
-    def memory_keys(self, scope: str, prefix: str = "", limit: int | None = None) -> list[str]:
-        return self.table.keys(self.seq, scope, prefix, limit)
+def keys(conn: Connection, seq: int, scope: str, prefix: str = "", limit: int | None = None) -> list[str]:
+    """Keys of ``scope`` with an entry at ``seq`` starting with ``prefix``, sorted."""
+    bound, args = _prefix("key", prefix)
+    rows = conn.execute(
+        f"SELECT DISTINCT key FROM memory_entries WHERE scope = ? AND remembered_seq <= ?{bound}"
+        " ORDER BY key LIMIT ?", (scope, seq, *args, -1 if limit is None else limit)).fetchall()
+    return [str(r[0]) for r in rows]

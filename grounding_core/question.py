@@ -49,8 +49,6 @@ from .model import Status
 
 if TYPE_CHECKING:
     from .config import Config
-    from .state import IndexState
-    from .store import Store
 
 DEFAULT_QUERY_STOPWORDS: tuple[str, ...] = (
     # Chinese question and function words
@@ -208,8 +206,7 @@ def _remove_stopwords(text: str, covered: list[bool], stopwords: Sequence[str]) 
 
 
 def answer_question(
-    store: Store,
-    state: IndexState,
+    snapshot: IndexSnapshot,
     config: Config,
     today: dt.date,
     question: str,
@@ -226,7 +223,6 @@ def answer_question(
     ``unsupported_terms`` and ``subjects`` (the ambiguous ones). Raises
     ``budget.BudgetError`` when even the empty answer shell does not fit ``reserve``.
     """
-    snapshot = _snapshot(state)  # after the port to IndexSnapshot: the snapshot itself
     asked = list(dict.fromkeys(fields or ()))
     if not asked:
         parsed = parse_question(question, vocabulary or SnapshotVocabulary(snapshot), today,
@@ -236,13 +232,13 @@ def answer_question(
             named.insert(0, subject)
         asked = list(parsed.fields)
         if parsed.unsupported:
-            return _refused(store, state, config, today, question, asked, subject, limit, reserve,
+            return _refused(snapshot, config, today, question, asked, subject, limit, reserve,
                             "unsupported_terms", unsupported_terms=list(parsed.unsupported))
         if len(named) >= 2:
-            return _refused(store, state, config, today, question, asked, None, limit, reserve,
+            return _refused(snapshot, config, today, question, asked, None, limit, reserve,
                             "ambiguous_subject", subjects=named)
         if not asked:
-            return _refused(store, state, config, today, question, [], named[0] if named else None,
+            return _refused(snapshot, config, today, question, [], named[0] if named else None,
                             limit, reserve, "no_field")
         subject = named[0] if named else None
     if subject is None:
@@ -250,10 +246,10 @@ def answer_question(
         for name in asked:
             having.extend(s for s in snapshot.subjects_with_field(name, today) if s not in having)
         if len(having) >= 2:
-            return _refused(store, state, config, today, question, asked, None, limit, reserve,
+            return _refused(snapshot, config, today, question, asked, None, limit, reserve,
                             "ambiguous_subject", subjects=having)
         subject = having[0] if having else None
-    draft = generate_answer(store, state, config, today, question, asked, subject, limit, reserve)
+    draft = generate_answer(snapshot, config, today, question, asked, subject, limit, reserve)
     gate = draft.gate
     status = draft.wire.status
     if status is Status.CONFLICT:
@@ -268,28 +264,22 @@ def answer_question(
         reason = "missing_fields"
     facts: dict[str, Any] = {
         "reason": reason, "support_scope": SUPPORT_SCOPE,
-        "same_key_sources_checked": len(gate.lines_read) if gate is not None else 0,
+        "same_key_sources_checked": gate.lines_checked if gate is not None else 0,
     }
-    if gate is not None and gate.conflicts:
+    if gate is not None and gate.conflicts:  # every source of each conflicting key, never one side
         facts["conflict_evidence"] = [
             {"id": f"{kl.doc_id}@{kl.version}:{kl.line}", "doc_id": kl.doc_id, "version": kl.version,
              "line": kl.line, "value": kl.value, "path": config.evidence_display(kl.path)}
-            for conflict in gate.conflicts for kl in conflict.lines]
+            for conflict in gate.conflicts for kl in snapshot.key_lines((conflict.subject, conflict.field), today)]
     return replace(draft, facts=facts)
 
 
-def _snapshot(state: IndexState) -> IndexSnapshot:
-    from .state import MemorySnapshot
-
-    return MemorySnapshot(state)
-
-
-def _refused(store: Store, state: Any, config: Config, today: dt.date, question: str,
+def _refused(snapshot: IndexSnapshot, config: Config, today: dt.date, question: str,
              fields: list[str], subject: str | None, limit: int, reserve: int, reason: str,
              **extra: Any) -> AnswerDraft:
     """An ``abstain`` answer with no claims: every asked field missing, ``reason`` said."""
     spec = ContextSpec("query", query=" ".join([question, *fields]), limit=limit, reserve=reserve)
-    compiled = compile_context(store, state, config, spec, question, today)
+    compiled = compile_context(snapshot, config, spec, question, today)
     wire = build_answer([], fields, False, reserve, config.encoding)
     facts: dict[str, Any] = {"reason": reason, "support_scope": SUPPORT_SCOPE,
                              "same_key_sources_checked": 0, **extra}

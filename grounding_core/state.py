@@ -10,13 +10,12 @@ Lines are 1-based; versions and sequence numbers are positive integers.
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
 
+from .events import Event
 from .evidence import EvidenceDocument, EvidenceError, FrontMatter, parse_evidence_text
 from .index import (
     ConflictKey,
@@ -28,38 +27,8 @@ from .index import (
     VocabularyTerm,
 )
 from .index import VersionRecord as IndexRecord
-from .memory import EmptyMemory, MemoryEntry, MemorySource
+from .memory import EntriesMemory, MemoryEntry, MemoryEvent, MemorySource, apply_events
 from .text import normalize, normalize_value, split_lines
-
-if TYPE_CHECKING:
-    from .memory_store import MemoryTable
-
-EventKind = Literal["import", "revoke", "remember", "approve", "forget"]
-EVENT_KINDS: tuple[str, ...] = ("import", "revoke", "remember", "approve", "forget")
-"""Evidence events (``import``, ``revoke``) and memory events (SPEC §11, ``grounding_core.memory``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One entry of the append-only log (SPEC §4).
-
-    ``import``: a version's full text (BOM removed) and the sha256 of its raw bytes;
-    ``declared`` tells whether front matter declared the version. ``revoke``: the version
-    stops being active (``reason``: ``deleted``, ``status: revoked``, ...). Memory events
-    (``remember``, ``approve``, ``forget``; SPEC §11) carry their fields as JSON in ``data``
-    and are read by ``grounding_core.memory_store``; an :class:`IndexState` only counts them.
-    """
-
-    seq: int
-    kind: EventKind
-    doc_id: str
-    version: int
-    sha256: str = ""
-    path: str = ""
-    text: str = ""
-    declared: bool = False
-    reason: str = ""
-    data: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +47,8 @@ class VersionRecord:
     reason: str = ""
     seq: int = 0
     previous_shas: tuple[str, ...] = ()
+    content_id: int = 0
+    """The seq of the import that brought this content (``seq`` also moves on a revoke)."""
 
 
 @dataclass
@@ -97,13 +68,13 @@ class IndexState:
         seq: int = 0,
         cache: ParseCache | None = None,
         base: tuple[IndexState, frozenset[str]] | None = None,
-        memory: MemoryTable | None = None,
+        memory: dict[tuple[str, str, int], MemoryEntry] | None = None,
     ) -> None:
         self._versions: dict[str, dict[int, VersionRecord]] = versions or {}
         self.seq = seq
         self.cache = cache or ParseCache(ParseSettings())
-        self.memory = memory
-        """The store's memory table (SPEC §11), read at :attr:`seq` by :meth:`memory_view`."""
+        self._memory = memory or {}
+        """Memory entries after the memory events so far (SPEC §11), by (scope, key, version)."""
         self._keyed: dict[dt.date, dict[tuple[str | None, str], list[KeyedLine]]] = {}
         self._terms: dict[dt.date, tuple[frozenset[str], int]] = {}
         # Incremental upkeep of the derived indexes below (speed only, same results): the
@@ -132,10 +103,15 @@ class IndexState:
         versions = dict(self._versions)
         copied: set[str] = set()
         seq = self.seq
+        memory: dict[tuple[str, str, int], MemoryEntry] | None = None
         for event in events:
             seq = max(seq, event.seq)
-            if event.kind not in ("import", "revoke"):
-                continue  # memory events (SPEC §11) live in the memory table; they move seq only
+            if event.kind not in ("import", "revoke"):  # a memory event (SPEC §11)
+                if memory is None:
+                    memory = dict(self._memory)
+                apply_events(memory, [MemoryEvent.from_row(event.seq, event.kind, event.version, event.data,
+                                                           event.recorded_at)])
+                continue
             if event.doc_id not in copied:
                 versions[event.doc_id] = dict(versions.get(event.doc_id, {}))
                 copied.add(event.doc_id)
@@ -150,16 +126,16 @@ class IndexState:
                 doc[event.version] = VersionRecord(
                     doc_id=event.doc_id, version=event.version, sha256=event.sha256,
                     path=event.path, text=event.text, declared=event.declared,
-                    seq=event.seq, previous_shas=previous,
+                    seq=event.seq, previous_shas=previous, content_id=event.seq,
                 )
             elif old is not None:
                 doc[event.version] = replace(old, revoked=True, reason=event.reason, seq=event.seq)
         base = (self, frozenset(copied)) if self._by_doc else None
-        return IndexState(versions, seq, self.cache, base, self.memory)
+        return IndexState(versions, seq, self.cache, base, self._memory if memory is None else memory)
 
     def memory_view(self) -> MemorySource:
         """Memory entries as of this state's :attr:`seq` (SPEC §11 ``replay(n)``)."""
-        return self.memory.view(self.seq) if self.memory is not None else EmptyMemory()
+        return EntriesMemory(self._memory)
 
     # -- lookups ----------------------------------------------------------------------------
 
@@ -343,18 +319,21 @@ class IndexState:
         return fields
 
     def vocabulary(self, today: dt.date) -> tuple[dict[str, tuple[VocabularyTerm, ...]], int]:
-        """SPEC §13 vocabulary: NFKC subject and field names of :meth:`keyed_lines` -> terms,
-        and the longest term's length; built once per state and date (question grammar hook).
+        """SPEC §13 vocabulary -> terms, and the longest term's length; built once per state
+        and date (question grammar hook). Field names: those of :meth:`keyed_lines` (active,
+        non-meta lines); subjects: those of active versions with at least one field line
+        (docs/decisions.md, §13). Names in NFKC.
         """
         cached = self._vocab.get(today)
         if cached is not None:
             return cached
         spellings: dict[tuple[str, str], set[str]] = {}
-        for subject, name in self.keyed_lines(today):
+        for _subject, name in self.keyed_lines(today):
             spellings.setdefault((unicodedata.normalize("NFKC", name), "field"), set()).add(name)
-            if subject is not None:
-                spellings.setdefault((unicodedata.normalize("NFKC", subject), "subject"),
-                                     set()).add(subject)
+        for record in self.active_records(today):
+            doc = self.document(record)
+            if doc.subject is not None and doc.field_lines:
+                spellings.setdefault((unicodedata.normalize("NFKC", doc.subject), "subject"), set()).add(doc.subject)
         terms: dict[str, list[VocabularyTerm]] = {}
         for (norm, kind), names in spellings.items():
             if norm:
@@ -481,7 +460,7 @@ class MemorySnapshot(IndexSnapshot):
     def versions(self, doc_id: str) -> Mapping[int, IndexRecord]:
         cached = self._records.get(doc_id)
         if cached is None:
-            cached = {n: _index_record(r) for n, r in self._state.versions(doc_id).items()}
+            cached = {n: _index_record(self._state, r) for n, r in self._state.versions(doc_id).items()}
             if len(self._records) > 4096:
                 self._records.clear()
             self._records[doc_id] = cached
@@ -499,10 +478,10 @@ class MemorySnapshot(IndexSnapshot):
             for record in self._state.versions(doc_id).values():
                 if record.path != path:
                     continue
-                rank = (record.reason != "deleted", record.version)
-                if best is None or rank > (best.reason != "deleted", best.version):
+                rank = (record.reason != "deleted", record.content_id)
+                if best is None or rank > (best.reason != "deleted", best.content_id):
                     best = record
-        return _index_record(best) if best is not None else None
+        return _index_record(self._state, best) if best is not None else None
 
     def doc_ids(self, prefix: str = "", limit: int | None = None) -> list[str]:
         found = [d for d in self._state.doc_ids() if d.startswith(prefix)]
@@ -515,8 +494,8 @@ class MemorySnapshot(IndexSnapshot):
     def subjects_with_field(self, field_name: str, today: dt.date) -> list[str | None]:
         return self._state.subjects_with_field(field_name, today)
 
-    def similar_field_names(self, name: str, today: dt.date, n: int = 1) -> list[str]:
-        return difflib.get_close_matches(name, sorted(self._state.field_names(today)), n=n, cutoff=0.5)
+    def field_names(self, prefix: str, today: dt.date, limit: int = 200) -> list[str]:
+        return [f for f in sorted(self._state.field_names(today)) if f.startswith(prefix)][:limit]
 
     def known_term_in(self, sentence: str, today: dt.date) -> str | None:
         terms, longest = self._state.known_terms(today)
@@ -536,7 +515,7 @@ class MemorySnapshot(IndexSnapshot):
         for lines in self._state.keyed_lines(today).values():
             for kl in lines:
                 value = normalize_value(kl.value)
-                if value and value in sentence:
+                if len(value) >= 2 and value in sentence:
                     found.append((-len(value), kl.identity, kl))
         found.sort(key=lambda item: item[:2])
         return [kl for _, _, kl in found[:limit]]
@@ -562,7 +541,7 @@ class MemorySnapshot(IndexSnapshot):
 
     def iter_active(self, today: dt.date) -> Iterator[IndexRecord]:
         for record in self._state.active_records(today):
-            yield _index_record(record)
+            yield _index_record(self._state, record)
 
     def vocabulary_in(self, text: str, today: dt.date) -> list[VocabularyTerm]:
         # Reference implementation: every substring up to the longest term, looked up in a
@@ -597,9 +576,15 @@ class MemorySnapshot(IndexSnapshot):
         return out
 
 
-def _index_record(record: VersionRecord) -> IndexRecord:
+def _index_record(state: IndexState, record: VersionRecord) -> IndexRecord:
+    doc = state.document(record)
     return IndexRecord(
         doc_id=record.doc_id, version=record.version, sha256=record.sha256, path=record.path,
-        declared=record.declared, content_id=record.seq, revoked=record.revoked,
-        reason=record.reason, seq=record.seq, previous_shas=record.previous_shas,
+        declared=record.declared, content_id=record.content_id or record.seq,
+        revoked=record.revoked, reason=record.reason, seq=record.seq,
+        previous_shas=record.previous_shas, status=doc.front.status,
+        effective_from=doc.front.effective_from, effective_until=doc.front.effective_until,
+        title=doc.title, subject=doc.subject, line_count=len(doc.lines),
+        first_sha256=record.previous_shas[0] if record.previous_shas else record.sha256,
+        front_end=doc.front.end_line,
     )

@@ -34,10 +34,10 @@ def cmd_context(args: argparse.Namespace, ws: Workspace) -> int:
     if text is None:
         print(f"grounding: error: cannot read {args.draft}", file=sys.stderr)
         return EXIT_USAGE
-    state = ws.scan().state
+    state = ws.scan().snapshot
     draft = parse_draft(text, draft_kind(rel))
     spec = draft.context
-    report = ws.check_text(rel, text, state)
+    report = ws.check_text(rel, text, state, count_output=True)
     if spec is None:
         print(f"{rel}: declares no context, so there is nothing to compile; add e.g."
               " context: {query: ..., limit: 1500, reserve: 240} to its front matter."
@@ -47,7 +47,8 @@ def cmd_context(args: argparse.Namespace, ws: Workspace) -> int:
         print(f"grounding: error: {rel} has an invalid context: {spec.error}", file=sys.stderr)
         return EXIT_ERRORS
     if spec.kind == "query":
-        compiled = compile_context(ws.store, state, ws.config, spec, draft.question or "", ws.today())
+        ws.store.build_fts()
+        compiled = compile_context(state, ws.config, spec, draft.question or "", ws.today())
         summary: dict[str, Any] = compiled.summary()
     else:
         summary = _declared_summary(ws, spec, draft.question or "", state)
@@ -108,9 +109,10 @@ def cmd_answer(args: argparse.Namespace, ws: Workspace) -> int:
     if args.limit < 1 or args.reserve < 1:
         print("grounding: error: --limit and --reserve must be positive numbers of tokens", file=sys.stderr)
         return EXIT_USAGE
-    state = ws.scan().state
+    state = ws.scan().snapshot
+    ws.store.build_fts()
     try:
-        answer = answer_question(ws.store, state, ws.config, ws.today(), args.question, args.fields,
+        answer = answer_question(state, ws.config, ws.today(), args.question, args.fields,
                                  subject=args.subject, limit=args.limit, reserve=args.reserve)
     except BudgetError as exc:
         print(f"grounding: error GR113 output-over-budget: {exc}", file=sys.stderr)

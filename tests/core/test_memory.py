@@ -32,6 +32,7 @@ from support import REPO, TODAY, MakeWorkspace, check, errors, names, only, sha2
 from grounding_core import memory_store
 from grounding_core.memory import MemoryEntry, MemoryEvent, MemoryWriteError, apply_events, entry_status
 from grounding_core.model import Status
+from grounding_core.state import IndexState, MemorySnapshot
 from grounding_core.store import Store
 from grounding_core.workspace import Workspace
 
@@ -179,6 +180,43 @@ def test_an_index_written_before_memory_is_migrated_seq_for_seq(tmp_path: Path) 
         reopened.close()
 
 
+def test_an_sql_index_made_before_memory_accepts_memory_events_after_reopening(
+        make_workspace: MakeWorkspace, tmp_path: Path) -> None:
+    """The layout of the SQL store before memory: derived tables, but an ``events`` CHECK
+    without the memory kinds and no ``memory_entries``. Reopening copies the log seq for seq
+    and keeps the derived rows."""
+    ws = make_workspace({"evidence/notice.md": "---\ndoc_id: notice\nsubject: 𠮷野家🎉\n---\n第1条 退货期限：签收后15天内\r\n"})
+    path = ws.store.backend.path
+    before = [(e.seq, e.kind, e.doc_id, e.sha256) for e in ws.store.events()]
+    ws.store.close()
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.execute("BEGIN")
+    raw.execute("DROP TABLE memory_entries")
+    raw.execute("ALTER TABLE events RENAME TO events_new")
+    raw.execute(OLD_SCHEMA.split(";")[0].replace("recorded_at TEXT NOT NULL", "recorded_at TEXT NOT NULL, data TEXT"))
+    raw.execute("INSERT INTO events SELECT * FROM events_new")
+    raw.execute("DROP TABLE events_new")
+    raw.execute("COMMIT")
+    assert "'remember'" not in raw.execute("SELECT sql FROM sqlite_master WHERE name = 'events'").fetchone()[0]
+    versions_rows = raw.execute("SELECT COUNT(*) FROM versions").fetchone()
+    raw.close()
+    store = Store(path)
+    try:
+        assert [(e.seq, e.kind, e.doc_id, e.sha256) for e in store.events()] == before
+        entry = store.remember(SCOPE, KEY, "中文", approved_by="王芳")
+        assert entry.remembered_seq == len(before) + 1
+        assert store.snapshot().record("notice", 1) is not None
+        terms = store.snapshot().vocabulary_in("𠮷野家🎉的第1条 退货期限", TODAY)
+        assert {(t.text, t.kind) for t in terms} == {("𠮷野家🎉", "subject"), ("第1条 退货期限", "field")}
+        raw = sqlite3.connect(path)
+        assert raw.execute("SELECT COUNT(*) FROM versions").fetchone() == versions_rows
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            raw.execute("DELETE FROM events")
+        raw.close()
+    finally:
+        store.close()
+
+
 # -- writes that are refused append nothing --------------------------------------------------
 
 
@@ -248,15 +286,18 @@ def test_memory_table_answers_every_replay_n_like_the_reference(acts: list[tuple
                     store.forget(SCOPE, key, "撤回")
             except MemoryWriteError:
                 pass
-        events = list(memory_store.memory_events(store._conn))
+        events = list(memory_store.memory_events(store.backend.reader()))
+        log = store.events()
         for n in range(store.event_count() + 1):
             reference: dict[tuple[str, str, int], MemoryEntry] = {}
             apply_events(reference, [e for e in events if e.seq <= n])
             snapshot = store.snapshot(n)
+            oracle = MemorySnapshot(IndexState().apply(e for e in log if e.seq <= n))  # the in-memory index
             for key in ("语言", "截止日期", "🎉"):
                 expected = {v: e for (s, k, v), e in reference.items() if k == key}
                 assert dict(snapshot.memory_versions(SCOPE, key)) == expected, (n, key)
-            assert snapshot.memory_keys(SCOPE) == sorted({k for (_, k, _) in reference})
+                assert dict(oracle.memory_versions(SCOPE, key)) == expected, (n, key)
+            assert snapshot.memory_keys(SCOPE) == sorted({k for (_, k, _) in reference}) == oracle.memory_keys(SCOPE)
     finally:
         store.close()
 
@@ -462,12 +503,13 @@ def test_a_compiled_context_pins_the_named_scope_and_counts_its_tokens(ws: Works
     ws.store.remember(SCOPE, KEY, "中文", approved_by="王芳")
     draft = parse_draft(md_draft(f"memory:{SCOPE}/语言@1", "中文", context="{query: 退货期限, memory: [学生-李华🎉]}"))
     assert draft.context is not None
-    compiled = compile_context(ws.store, ws.store.state, ws.config, draft.context, draft.question or "", TODAY)
+    ws.store.build_fts()
+    compiled = compile_context(ws.store.state, ws.config, draft.context, draft.question or "", TODAY)
     kept = [u.id for u in compiled.kept]
     assert kept[0] == f"memory:{SCOPE}/语言@1" and "notice@1:5-5" in kept
     assert f"memory:{SCOPE}/语言@1\n语言：中文" in compiled.pack.prompt
     assert compiled.summary()["kept"][0]["tokens"] > 0  # type: ignore[index]
-    tight = compile_context(ws.store, ws.store.state, ws.config,
+    tight = compile_context(ws.store.state, ws.config,
                             type(draft.context)("query", query="退货期限", limit=125, reserve=1,
                                                 memory_units=draft.context.memory_units),
                             draft.question or "", TODAY)

@@ -43,7 +43,8 @@ def parse(ws: Workspace, question: str, stopwords: list[str] | None = None) -> A
 
 
 def answer(ws: Workspace, question: str, **kw: Any) -> dict[str, Any]:
-    draft = answer_question(ws.store, ws.store.state, ws.config, TODAY, question, **kw)
+    ws.store.build_fts()  # the answer's context is ranked by full-text search
+    draft = answer_question(ws.store.state, ws.config, TODAY, question, **kw)
     return json.loads(draft.json_text())  # type: ignore[no-any-return]
 
 
@@ -90,9 +91,10 @@ def test_query_stopwords_are_configurable(make_workspace: MakeWorkspace, tmp_pat
     ws = make_workspace({"evidence/book-fair.md": BOOK_FAIR,
                          "grounding.toml": 'query_stopwords = ["的", "是", "材质", "？"]\n'})
     assert ws.config.query_stopwords == ("的", "是", "材质", "？")
-    draft = answer_question(ws.store, ws.store.state, ws.config, TODAY, "冬季书展的门票是什么材质？")
+    ws.store.build_fts()
+    draft = answer_question(ws.store.state, ws.config, TODAY, "冬季书展的门票是什么材质？")
     assert draft.facts["unsupported_terms"] == ["什么"]          # the default list is replaced
-    draft = answer_question(ws.store, ws.store.state, ws.config, TODAY, "冬季书展的门票是材质？")
+    draft = answer_question(ws.store.state, ws.config, TODAY, "冬季书展的门票是材质？")
     assert draft.facts["reason"] == "answered"
 
 
