@@ -184,8 +184,10 @@ def test_an_sql_index_made_before_memory_accepts_memory_events_after_reopening(
         make_workspace: MakeWorkspace, tmp_path: Path) -> None:
     """The layout of the SQL store before memory: derived tables, but an ``events`` CHECK
     without the memory kinds and no ``memory_entries``. Reopening copies the log seq for seq
-    and keeps the derived rows."""
-    ws = make_workspace({"evidence/notice.md": "---\ndoc_id: notice\nsubject: 𠮷野家🎉\n---\n第1条 退货期限：签收后15天内\r\n"})
+    and keeps the derived rows.
+    """
+    notice = "---\ndoc_id: notice\nsubject: 𠮷野家🎉\n---\n第1条 退货期限：签收后15天内\r\n"
+    ws = make_workspace({"evidence/notice.md": notice})
     path = ws.store.backend.path
     before = [(e.seq, e.kind, e.doc_id, e.sha256) for e in ws.store.events()]
     ws.store.close()

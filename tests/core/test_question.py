@@ -234,3 +234,43 @@ def test_answer_exit_status_is_1_on_budget_error_and_2_on_usage(
         cli.main(["answer", "--root", root])
     assert exc.value.code == 2
     capsys.readouterr()
+
+
+# -- the vocabulary in the SQL store (SPEC §13): indexed, near-linear ----------------------------
+
+
+def test_vocabulary_lookups_seek_the_anchor_index_and_never_scan_the_names(ws: Workspace) -> None:
+    ws.store.build_fts()
+    snapshot = ws.store.snapshot()
+    conn = ws.store.backend.reader()
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        terms = snapshot.vocabulary_in("冬季书展的门票是什么？", TODAY)
+    finally:
+        conn.set_trace_callback(None)
+    assert {(t.text, t.kind) for t in terms} == {("冬季书展", "subject"), ("门票", "field")}
+    looked_up = [s for s in statements if "vocabulary" in s or "subject_contents" in s]
+    assert looked_up, statements
+    for sql in looked_up:
+        plan = " | ".join(str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql))
+        assert "SCAN w" not in plan and "SCAN vocabulary" not in plan and "SCAN c" not in plan, plan
+        assert "vocabulary_anchor" in plan or "subject_contents" in plan, plan
+
+
+def test_a_megabyte_question_is_read_in_chunks_and_still_finds_its_names(ws: Workspace) -> None:
+    filler = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(400_000))  # > GRAM_CHUNK grams
+    text = filler + "社团招新🎸的报名方式" + filler
+    terms = ws.store.snapshot().vocabulary_in(text, TODAY)
+    found = {(t.text, t.kind) for t in terms}
+    assert {("社团招新🎸", "subject"), ("报名方式", "field")} <= found
+    assert all(t.text in text for t in terms)
+
+
+def test_a_subject_whose_versions_are_all_inactive_is_not_vocabulary(make_workspace: MakeWorkspace) -> None:
+    ws = make_workspace({"evidence/old.md": "---\ndoc_id: old\nsubject: 旧活动🎉\nstatus: revoked\n---\n- 时间：周一\n",
+                         "evidence/crlf.md": "---\r\ndoc_id: crlf\r\nsubject: 新活动\r\n---\r\n1. 时间：周二\r\n"})
+    terms = ws.store.snapshot().vocabulary_in("旧活动🎉和新活动的时间", TODAY)
+    assert {(t.text, t.kind) for t in terms} == {("新活动", "subject"), ("时间", "field")}
+    out = answer(ws, "旧活动🎉的时间是什么？")
+    assert out["reason"] == "unsupported_terms" and out["unsupported_terms"] == ["旧活动🎉"]
