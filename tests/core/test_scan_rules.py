@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import errno
+import gc
 import json
 import os
 import threading
@@ -190,29 +191,50 @@ def test_hostile_query_contexts_are_searched_literally_through_the_cli(
 # -- near-linear uncited-claim scan (issue 13 item 11) --------------------------------------------
 
 
-def _known_term_seconds(ws: Workspace, size: int) -> float:
-    value = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(size))
-    write_files(ws.config.root, {"evidence/big.md": f"- 字段：{value}\n"})
+def _known_term_seconds(ws: Workspace, *sizes: int) -> list[float]:
+    """Best of five CPU times of this process for the known-term lookups of a value and a
+    sentence of each size (an evidence file holds one value per size). Samples interleave the
+    sizes, after one warm-up lookup each, with the garbage collector paused.
+    """
+    def text(size: int, step: int) -> str:
+        return "".join(chr(0x4E00 + (i * step) % 20000) for i in range(size))
+
+    write_files(ws.config.root, {f"evidence/big{size}.md": f"- 字段{size}：{text(size, 7919)}\n" for size in sizes})
     ws.scan()
     snapshot = ws.store.snapshot()
-    sentence = normalize("说" + "".join(chr(0x4E00 + (i * 104729) % 20000) for i in range(size)))
-    best = float("inf")
-    for _ in range(3):
-        started = time.process_time()
+    cases = [(normalize("说" + text(size, 104729)), normalize(text(size, 7919))) for size in sizes]
+
+    def lookup(sentence: str, value: str) -> None:
         assert snapshot.known_term_in(sentence, TODAY) is None
-        assert snapshot.known_term_in(normalize(value), TODAY) == normalize(value)
-        best = min(best, time.process_time() - started)
+        assert snapshot.known_term_in(value, TODAY) == value
+
+    for case in cases:
+        lookup(*case)
+    best = [float("inf")] * len(cases)
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(5):
+            for i, case in enumerate(cases):
+                started = time.process_time()
+                lookup(*case)
+                best[i] = min(best[i], time.process_time() - started)
+    finally:
+        gc.enable()
     return best
 
 
 def test_uncited_claim_scan_grows_near_linearly(make_workspace: MakeWorkspace) -> None:
     """time(2n) <= 3 x time(n) for a value and a sentence of n code points (issue 13 item
-    11: 12,000 of each took 142 s). A growth property, not a wall-clock bound.
+    11: 12,000 of each took 142 s). A growth ratio of CPU times, never a wall-clock limit; a
+    ratio above 3x must recur from 2n to 4n, so one noisy sample on a loaded machine does
+    not fail it (bench/run.py reports the 1 MB figure).
     """
     ws = make_workspace({"evidence/other.md": "- 地点：礼堂\n"})
-    small = _known_term_seconds(ws, 40_000)
-    large = _known_term_seconds(ws, 80_000)
-    assert large <= 3 * small + 0.02, (small, large)
+    small, large = _known_term_seconds(ws, 40_000, 80_000)
+    if large > 3 * small + 0.002:  # a real superlinear scan grows again from 2n to 4n
+        again, larger = _known_term_seconds(ws, 80_000, 160_000)
+        assert larger <= 3 * again + 0.002, (small, large, again, larger)
 
 
 # -- PATH_MAX (issue 13 item 14) ------------------------------------------------------------------
