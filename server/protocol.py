@@ -49,6 +49,7 @@ COMMANDS = (
     "grounding.rememberMemory",
     "grounding.approveMemory",
     "grounding.forgetMemory",
+    "grounding.showReferences",
 )
 
 

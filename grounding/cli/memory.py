@@ -185,11 +185,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     finally:
         store.close()
     if args.format == "json":
-        print(json.dumps([entry_json(e, status) for e, status, _ in rows], ensure_ascii=False, indent=1))
+        print(json.dumps([entry_json(e, state) for e, state, _ in rows], ensure_ascii=False, indent=1))
         return EXIT_OK
-    for entry, status, why in rows:
-        print(f"{entry.id}  {status:<10}  {entry.quote}  ({why})")
-        if status == "active":
+    for entry, state, why in rows:
+        print(f"{entry.id}  {state:<10}  {entry.quote}  ({why})")
+        if state == "active":
             print(f"    cite: {entry.citation()}")
     print(f"{len(rows)} memory entr{'y' if len(rows) == 1 else 'ies'}"
           + (f" as of event {snapshot.seq}" if args.at is not None else ""))

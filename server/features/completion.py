@@ -1,10 +1,15 @@
 """Completion inside a footnote definition: doc ids, versions, lines (SPEC §5.1, §10).
 
 The stages and what each offers are ``grounding_core/complete.py``'s; this handler captures
-the open draft and the index view, converts the cursor with the session codec and the entries'
-spans back (in the worker that computes them). Trigger characters are ``@``, ``:`` and ``/``;
-in a ``memory:`` id the stages are scope, key, version (``server/features/memory.py``, SPEC
-§11). Only drafts (SPEC §2 globs) are served; before the first index exists, nothing is.
+the open draft and the index view, converts the cursor with the session codec and the
+entries' spans back (in the worker that computes them). Trigger characters are ``@``, ``:``
+and ``/``; in a ``memory:`` id the stages are scope, key, version
+(``server/features/memory.py``, SPEC §11). Only drafts (SPEC §2 globs) are served; before
+the first index exists, nothing is.
+
+A line entry's label is its number and its ``detail`` the line's text; a client with
+``labelDetailsSupport`` (VS Code) also gets the text as ``labelDetails.description``, shown
+beside every item of the list (``server/convert.py``).
 """
 
 from __future__ import annotations
@@ -29,10 +34,13 @@ async def completion(session: Session, params: types.CompletionParams) -> types.
     view = session.current_view()
     if document is None or view is None or session.draft_rel(uri) is None:
         return None
-    return await session.readers.run(_completion, document, view, params.position)
+    label_details = bool(session.capability("text_document.completion.completion_item.label_details_support",
+                                            False))
+    return await session.readers.run(_completion, document, view, params.position, label_details)
 
 
-def _completion(document: DocumentSnapshot, view: IndexView, position: types.Position) -> types.CompletionList | None:
+def _completion(document: DocumentSnapshot, view: IndexView, position: types.Position,
+                label_details: bool) -> types.CompletionList | None:
     line, column = document.codec.core_position(position, document.lines)
     remembered = memory.completions_at(document, view, line, column)  # memory hook (SPEC §11)
     if remembered is not None:
@@ -40,4 +48,4 @@ def _completion(document: DocumentSnapshot, view: IndexView, position: types.Pos
     found = citation_completions(document.lines, line, column, view.snapshot, view.today)
     if found is None:
         return None
-    return lsp_completion_list(found, document.lines, document.codec)
+    return lsp_completion_list(found, document.lines, document.codec, label_details)

@@ -8,8 +8,9 @@ worker thread that already serves them (a memory lookup is one indexed query on 
 
 - ``server/features/navigation.py`` hover -> :func:`hover_at`; definition -> :func:`definition_at`;
   ``grounding/versionText`` -> :func:`version_text` (the read-only view of an entry and its
-  history is served as ``grounding-evidence:/memory%3ASCOPE%2FKEY@N``, so the VS Code
-  extension's read-only provider shows it unchanged);
+  history is a version document like an old evidence version's: the copy
+  ``.grounding/versions/memory%3ASCOPE/KEY@N.md``, or ``grounding-evidence:/memory%3ASCOPE%2FKEY@N``
+  for a client that set ``versionDocuments: "virtual"``);
 - ``server/features/completion.py`` -> :func:`completions_at` (and ``/`` as a trigger);
 - ``server/features/status.py`` -> :func:`status_fields` (``memoryClaims``,
   ``validMemoryClaims`` in ``grounding/status``) and :func:`lens_suffix` (`` · N memory claims``).
@@ -35,11 +36,13 @@ written by the CLI in another process are seen at the next index pass.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
+from pygls.uris import from_fs_path
 
 from grounding_core.complete import Completions, Entry
 from grounding_core.drafts import ParsedDraft
@@ -68,6 +71,8 @@ COMMANDS = ("grounding.rememberMemory", "grounding.approveMemory", "grounding.fo
 TRIGGER_CHARACTERS = ["/"]
 """Completion triggers memory ids add to ``@`` and ``:`` (``memory:SCOPE/KEY``)."""
 
+logger = logging.getLogger(__name__)
+
 CONFIRM = {"remember": "Remember", "approve": "Approve", "forget": "Forget"}
 CANCEL = "Cancel"
 INDEXING = "Grounding is still indexing; hover again in a moment."
@@ -94,10 +99,15 @@ def on_memory_citation(draft: ParsedDraft, line: int, col: int) -> bool:
 
 
 def definition_at(draft: ParsedDraft, document: DocumentSnapshot, view: IndexView, line: int,
-                  col: int) -> list[types.Location] | None:
+                  col: int, version_mode: str = "virtual") -> list[types.Location] | None:
     """Go to definition on a memory citation: the cited version's line in the read-only view of
-    its key (``grounding-evidence:/memory%3AS%2FK@N``). None when not on one or it is unknown.
+    its key, a version document like an old evidence version's (``server/features/versions.py``):
+    the copy ``.grounding/versions/memory%3AS/K@N.md`` (``version_mode`` ``"file"``) or
+    ``grounding-evidence:/memory%3AS%2FK@N`` (``"virtual"``). None when not on one or it is
+    unknown. Worker thread (the copy is written when missing or different).
     """
+    from server.features import versions
+
     target = memory_target_at(draft, line, col)
     if target is None:
         return None
@@ -108,8 +118,15 @@ def definition_at(draft: ParsedDraft, document: DocumentSnapshot, view: IndexVie
     lines = found.text.split("\n")
     number = found.version_lines[ref.version]
     span = Span.line(number - 1, 0, len(lines[number - 1]))
-    return [types.Location(uri=version_uri(view_doc_id(ref.scope, ref.key), ref.version),
-                           range=document.codec.lsp_range(span, lines))]
+    doc_id = view_doc_id(ref.scope, ref.key)
+    uri = version_uri(doc_id, ref.version)
+    if version_mode == versions.FILE:
+        try:
+            copy = versions.write_copy(view.config.root, versions.file_name(doc_id, ref.version, ""), found.text)
+            uri = from_fs_path(str(copy)) or uri
+        except OSError as exc:
+            logger.warning("cannot write the read-only view of %s@%s: %s", doc_id, ref.version, exc)
+    return [types.Location(uri=uri, range=document.codec.lsp_range(span, lines))]
 
 
 def version_text(view: IndexView, doc_id: str, version: int) -> dict[str, Any] | None:

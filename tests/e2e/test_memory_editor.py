@@ -140,7 +140,9 @@ async def vscode(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Edit
 
 async def _session(profile: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Editor]:
     root = build(tmp_path_factory.mktemp(f"memory-{profile}").resolve())
-    async with lsp_session(root, profile) as client:
+    # VS Code shows version documents through its content provider; Neovim opens the copies
+    options = {"versionDocuments": "virtual"} if profile == "visual-studio-code" else None
+    async with lsp_session(root, profile, initialization_options=options) as client:
         assert client.encoding == PROFILES[profile]
         yield Editor(client, root)
 
@@ -211,17 +213,24 @@ async def test_definition_opens_a_read_only_view_of_the_entry_and_its_history(ed
         text_document=types.TextDocumentIdentifier(uri=uri), position=position(line, 7, 10, editor.encoding)))
     assert isinstance(found, list) and len(found) == 1
     location = found[0]
-    assert location.uri == "grounding-evidence:/" + quote(f"memory:{SCOPE}/语言", safe="") + "@2"
-    assert location.uri.startswith("grounding-evidence:/memory%3A%E5%AE%A2")  # percent-encoded UTF-8
-    view = plain(await editor.client.protocol.send_request_async("grounding/versionText", {"uri": location.uri}))
-    assert view["readOnly"] is True and view["languageId"] == "markdown"
-    text_lines = view["text"].split("\n")
+    if editor.encoding == "utf-16":  # VS Code: the virtual document, filled by grounding/versionText
+        assert location.uri == "grounding-evidence:/" + quote(f"memory:{SCOPE}/语言", safe="") + "@2"
+        assert location.uri.startswith("grounding-evidence:/memory%3A%E5%AE%A2")  # percent-encoded UTF-8
+        view = plain(await editor.client.protocol.send_request_async("grounding/versionText", {"uri": location.uri}))
+        assert view["readOnly"] is True and view["languageId"] == "markdown"
+        text = view["text"]
+    else:  # Neovim: a read-only copy under .grounding/versions (never indexed, never evidence)
+        copy = editor.root / ".grounding" / "versions" / f"memory%3A{SCOPE}" / "语言@2.md"
+        assert location.uri == copy.as_uri()
+        assert copy.stat().st_mode & 0o222 == 0
+        text = copy.read_bytes().decode("utf-8")
+    text_lines = text.split("\n")
     target = text_lines[location.range.start.line]
     assert target == "- @2 语言：中文 — active: approved by 王芳"
     assert location.range.end == types.Range(
         start=types.Position(line=location.range.start.line, character=0),
         end=position(target, location.range.start.line, len(target), editor.encoding)).end
-    assert "## History (event number, time recorded)" in view["text"]
+    assert "## History (event number, time recorded)" in text
     assert any(row.startswith("- event 2 (") and row.endswith("remember @2 语言：中文 (approved by 王芳)")
                for row in text_lines)
 

@@ -92,8 +92,11 @@ async def test_hover_definition_and_completion_read_the_sessions_snapshot(root: 
         assert "语言：中文" in hover.contents.value and "**active**" in hover.contents.value
         found = await navigation.definition(here.session, types.DefinitionParams(
             text_document=doc, position=types.Position(line=7, character=10)))
-        assert found is not None and found[0].uri.startswith("grounding-evidence:/memory%3A")
-        view = await navigation.version_text(here.session, {"uri": found[0].uri})
+        copy = root / ".grounding" / "versions" / f"memory%3A{SCOPE}" / "语言@2.md"  # the default: a file
+        assert found is not None and found[0].uri == copy.as_uri() and copy.stat().st_mode & 0o222 == 0
+        lines = copy.read_text(encoding="utf-8").split("\n")
+        assert lines[found[0].range.start.line] == "- @2 语言：中文 — active: approved by 王芳"
+        view = await navigation.version_text(here.session, {"uri": f"grounding-evidence:/memory%3A{SCOPE}%2F语言@2"})
         assert view is not None and view["readOnly"] is True and "- @2 语言：中文 — active" in view["text"]
         typed = f"[^1]: memory:{SCOPE}/语言@"
         here.change(uri, 2, DRAFT.replace(f"[^1]: {cite(2, '中文')}", typed))
