@@ -24,7 +24,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-DERIVED_VERSION = 4
+DERIVED_VERSION = 5
 """Part of the derived tables' fingerprint: bumped whenever their definition changes (on any
 backend), so an index written by another definition is rebuilt from its log on open."""
 
@@ -142,6 +142,14 @@ class Backend(Protocol):
         ``anchors`` (a sentence's 2- and 3-grams), in one query. With ``nexts`` (the
         sentence's 3-grams), only terms whose next piece is ``''`` or one of them; with
         ``within`` (a short sentence), only terms it contains.
+        """
+        ...
+
+    def vocabulary_with_anchors(self, conn: Connection, anchors: Sequence[str],
+                                within: str | None = None) -> list[tuple[str, str, str]]:
+        """``(term, kind, name)`` of every question-grammar name (SPEC §13) anchored at one of
+        ``anchors`` (a text's distinct 1-, 2- and 3-grams), in one query; with ``within`` (a
+        short text), only terms it contains.
         """
         ...
 

@@ -53,8 +53,10 @@ from psycopg.conninfo import conninfo_to_dict
 from .backend import FIELD_HEAD, BackendError, Connection, Cursor, FtsHit, ReadOnlyIndex, redact
 from .sqlite_backend import LINE_BITS, LINE_MASK
 
-LAYOUT = 1
-"""Schema layout of this adapter (``meta`` key ``layout``)."""
+LAYOUT = 2
+"""Schema layout of this adapter (``meta`` key ``layout``). 2: the log accepts memory events
+(SPEC §11) and ``memory_entries`` exists; a layout-1 index is migrated on open
+(:meth:`PostgresBackend.create_schema`)."""
 
 CHANNEL = "grounding_events"
 """The ``LISTEN``/``NOTIFY`` channel; the payload is ``'<schema> <last seq>'``."""
@@ -76,7 +78,8 @@ T = 'TEXT COLLATE "C"'
 EVENTS = f"""
 CREATE TABLE IF NOT EXISTS events (
   seq BIGINT PRIMARY KEY,
-  kind {T} NOT NULL CHECK (kind IN ('import', 'revoke')),
+  kind {T} NOT NULL CONSTRAINT events_kind_check
+    CHECK (kind IN ('import', 'revoke', 'remember', 'approve', 'forget')),
   doc_id {T} NOT NULL,
   version BIGINT NOT NULL,
   sha256 {T} NOT NULL DEFAULT '',
@@ -154,6 +157,19 @@ CREATE TABLE IF NOT EXISTS fields (
   field {T} NOT NULL
 );
 CREATE INDEX IF NOT EXISTS fields_head ON fields (head);
+CREATE TABLE IF NOT EXISTS vocabulary (
+  anchor {T} NOT NULL,
+  term {T} NOT NULL,
+  kind {T} NOT NULL,
+  nh BIGINT NOT NULL,
+  name {T} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS vocabulary_anchor ON vocabulary (anchor, kind, nh);
+CREATE TABLE IF NOT EXISTS subject_contents (
+  sh BIGINT NOT NULL,
+  content_id BIGINT NOT NULL,
+  PRIMARY KEY (sh, content_id)
+);
 CREATE TABLE IF NOT EXISTS fts_queue (
   content_id BIGINT PRIMARY KEY
 );
@@ -162,6 +178,28 @@ CREATE TABLE IF NOT EXISTS meta (
   value {T} NOT NULL
 );
 """
+
+MEMORY = f"""
+CREATE TABLE IF NOT EXISTS memory_entries (
+  scope {T} NOT NULL,
+  key {T} NOT NULL,
+  version BIGINT NOT NULL,
+  value {T} NOT NULL,
+  remembered_seq BIGINT NOT NULL,
+  remembered_at {T} NOT NULL DEFAULT '',
+  approved_by {T},
+  approved_seq BIGINT,
+  approved_at {T},
+  forgotten_seq BIGINT,
+  forgotten_at {T},
+  forget_reason {T},
+  PRIMARY KEY (scope, key, version)
+);
+"""
+"""``grounding_core.memory_store.SCHEMA`` in PostgreSQL's dialect (derived from the log's memory
+events, SPEC §11; not settings-dependent, so not among :data:`DERIVED_TABLES`)."""
+
+EVENTS_KINDS_CHECK = "CHECK (kind IN ('import', 'revoke', 'remember', 'approve', 'forget'))"
 
 FILES = f"""
 CREATE TABLE IF NOT EXISTS files (
@@ -198,7 +236,7 @@ INSERT INTO fts_stats (id, nrow, ntoken) VALUES (1, 0, 0) ON CONFLICT DO NOTHING
 """``{trgm}``: the schema of the ``pg_trgm`` extension (one per database, wherever it was
 created first). ``inode`` is NUMERIC(20): st_ino is an unsigned 64-bit number."""
 
-DERIVED_TABLES = ("versions", "revocations", "field_lines", "terms", "fields")
+DERIVED_TABLES = ("versions", "revocations", "field_lines", "terms", "fields", "vocabulary", "subject_contents")
 
 K1, B = 1.2, 0.75
 """FTS5's bm25 parameters (``fts5_aux.c``)."""
@@ -403,15 +441,33 @@ class PostgresBackend:
                 if row is not None and int(row[0]) > LAYOUT:
                     raise BackendError(f"the index {self.location} has layout {row[0]}, newer than this"
                                        f" Grounding's ({LAYOUT}); upgrade Grounding")
+                if row is None or int(row[0]) < 2:
+                    self._accept_memory_events(conn)
                 return False
             conn.raw.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
             trgm = conn.execute("SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n"
                                 " ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm'").fetchone()
             fts = FTS.replace("{trgm}", sql.Identifier(str(trgm[0])).as_string(conn.raw))
-            for statement in _split(EVENTS + DERIVED + FILES + fts):
+            for statement in _split(EVENTS + DERIVED + MEMORY + FILES + fts):
                 conn.raw.execute(statement)
             conn.execute("INSERT INTO meta (key, value) VALUES ('layout', ?) ON CONFLICT DO NOTHING", (str(LAYOUT),))
         return True
+
+    def _accept_memory_events(self, conn: PgConnection) -> None:
+        """Layout 1 to 2 (inside create_schema's transaction): the log's kind CHECK is replaced
+        in place (PostgreSQL alters a constraint; no row is rewritten, the append-only
+        triggers stay) and ``memory_entries`` is created and derived from the log, as
+        ``SqliteBackend._accept_memory_events`` does for SQLite (SPEC §11).
+        """
+        from . import memory_store
+
+        conn.execute("ALTER TABLE events DROP CONSTRAINT IF EXISTS events_kind_check")
+        conn.execute(f"ALTER TABLE events ADD CONSTRAINT events_kind_check {EVENTS_KINDS_CHECK}")
+        for statement in _split(MEMORY):
+            conn.raw.execute(statement)
+        memory_store.rebuild(conn)
+        conn.execute("INSERT INTO meta (key, value) VALUES ('layout', ?)"
+                     " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(LAYOUT),))
 
     def clear_derived(self, conn: Connection) -> None:
         """Drop and recreate the settings-dependent derived tables, empty (inside the caller's
@@ -574,6 +630,20 @@ class PostgresBackend:
             params = [grams, *extra, threes, threes, *extra]
         rows = conn.execute(query, params).fetchall()
         return [(str(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]), int(r[5])) for r in rows]
+
+    def vocabulary_with_anchors(self, conn: Connection, anchors: Sequence[str],
+                                within: str | None = None) -> list[tuple[str, str, str]]:
+        """``(term, kind, name)`` of every question-grammar name (SPEC §13) anchored at one of
+        ``anchors`` (a text's distinct 1-, 2- and 3-grams), in one query (``= ANY``, index
+        seeks on ``vocabulary (anchor, kind, nh)``); with ``within`` (a short text), only
+        terms it contains (``strpos``, as SQLite's ``instr``).
+        """
+        if not anchors:
+            return []
+        tail, extra = ("", []) if within is None else (" AND strpos(?, term) > 0", [within])
+        rows = conn.execute("SELECT term, kind, name FROM vocabulary WHERE anchor = ANY(?)" + tail,
+                            [list(anchors), *extra]).fetchall()
+        return [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
 
     def write_field_lines(self, conn: Connection,
                           lines: Sequence[tuple[int, int, int, str, str, str | None, int, int]],

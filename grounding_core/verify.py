@@ -15,6 +15,7 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from . import memory as memory_claims
 from .config import Config
 from .conflicts import Conflict, GateResult, check_keys
 from .drafts import ContextSpec, ContextUnitSpec, ParsedDraft, parse_context_log
@@ -47,6 +48,8 @@ class Visibility:
     ranges: dict[tuple[str, int], list[tuple[int, int]]] = field(default_factory=dict)
     texts: dict[tuple[str, int], set[str]] = field(default_factory=dict)
     input_tokens: int | None = None
+    memory: list[memory_claims.MemoryUnitSpec] = field(default_factory=list)
+    """Memory units of X (SPEC §11): a scope, a key's active version, or one version."""
     complete: bool = True
     """False when a compiled context ranked an index whose full-text rows were still being
     built ("still indexing": a later check may see more)."""
@@ -82,6 +85,9 @@ class _ClaimResult:
     supported: bool = False
     meta: bool = False
     valid: bool = False
+    memory: memory_claims.MemoryEntry | None = None
+    """The cited memory entry of a memory claim (SPEC §11); ``line_text`` stays None, so the
+    conflict gate and coverage, which read cited lines, never see it."""
 
 
 @dataclass
@@ -149,7 +155,8 @@ def _check(draft: ParsedDraft, snapshot: IndexSnapshot, config: Config, today: d
            context: ResolvedContext, count_output: bool) -> DraftReport:
     findings: list[Finding] = [*draft.findings, *context.findings]
     visibility = context.visibility
-    results = [_check_claim(c, snapshot, config, today, visibility, findings) for c in draft.claims]
+    results = [_check_memory(c, snapshot, visibility, findings) if c.memory is not None  # memory hook (SPEC §11)
+               else _check_claim(c, snapshot, config, today, visibility, findings) for c in draft.claims]
     for r in results:
         if r.supported and r.field is not None and not r.meta and r.value is not None:
             _claim_value(r, findings)
@@ -221,7 +228,9 @@ def _missing_field(name: str, span: Span, results: list[_ClaimResult], snapshot:
 
 
 def _wire_claim(r: _ClaimResult) -> dict[str, object]:
-    """A valid claim in the eight-key shape of SPEC §5, keys in order."""
+    """A valid claim in the eight-key shape of SPEC §5 (a memory claim: the seven of §11)."""
+    if r.memory is not None:
+        return memory_claims.wire_claim(r.memory)
     assert r.claim.citation is not None and r.record is not None and r.line_text is not None
     ref = r.claim.citation
     return {
@@ -297,7 +306,7 @@ def _resolve_context(
     if spec.error is not None:
         return invalid(spec.error)
     if spec.kind == "units":
-        vis = Visibility()
+        vis = Visibility(memory=list(spec.memory_units))
         for unit in spec.units:
             vis.add(unit)
         return vis
@@ -309,9 +318,10 @@ def _resolve_context(
                            " a UTF-8 file inside the workspace root (paths are relative to the root)")
         try:
             units = parse_context_log(text)
+            memory_units = memory_claims.log_units(text)
         except ValueError as exc:
             return invalid(f"context log {spec.log!r}: {exc}")
-        vis = Visibility()
+        vis = Visibility(memory=[*spec.memory_units, *memory_units])
         for unit in units:
             vis.add(unit)
         return vis
@@ -323,6 +333,16 @@ def _resolve_context(
 
 
 # -- source support (§7.1) -----------------------------------------------------------------
+
+
+def _check_memory(claim: Claim, source: memory_claims.MemorySource, visibility: Visibility | None,
+                  findings: list[Finding]) -> _ClaimResult:
+    """SPEC §11 P and V of a memory claim; its key counts as the claim's field (§15)."""
+    checked = memory_claims.check_memory_claim(
+        claim, source, visibility.memory if visibility is not None else None, findings)
+    entry = checked.entry
+    return _ClaimResult(claim, field=entry.key if entry else None, value=entry.value if entry else None,
+                        supported=checked.supported, valid=checked.valid, memory=entry)
 
 
 def _check_claim(
@@ -607,7 +627,8 @@ def _claim_value(result: _ClaimResult, findings: list[Finding]) -> None:
         f"the sentence does not restate the cited value '{shorten(result.value)}' of"
         f" '{shorten(result.field or '')}'",
         hint="State the cited value in the sentence, or cite the line that supports what it says.",
-        citation=result.claim.citation.id if result.claim.citation else None,
+        citation=result.claim.citation.id if result.claim.citation else
+        (result.claim.memory.id if result.claim.memory else None),
     ))
 
 

@@ -7,6 +7,7 @@ notification ``grounding/status`` with::
      "claims": int, "validClaims": int, "conflicts": int,   # field-conflict findings
      "outputTokens": int | null, "reserve": int | null,     # SPEC §8 answer wire, reserve
      "errors": int, "warnings": int,
+     "memoryClaims": int, "validMemoryClaims": int,         # SPEC §11 memory claims
      "index": {"backend": "sqlite" | "postgresql", "location": str,  # URL without password
                "role": "local" | "writer" | "reader",
                "fallback": str | null}}   # set when the shared index was unreachable at start
@@ -17,8 +18,8 @@ that is not a draft gets ``{"uri": str, "status": null}`` once, so that a client
 "checking" state until the first status knows there is nothing to wait for. ``textDocument/
 codeLens`` puts one lens on line 0 of each draft, titled like
 ``answered · 2/2 claims valid · 0 conflicts · 218/240 output tokens`` (``218 output tokens``
-when the draft declares no reserve), whose command ``grounding.showContext [uri]`` returns the
-compiled context summary.
+when the draft declares no reserve; `` · N memory claims`` when it cites memory), whose
+command ``grounding.showContext [uri]`` returns the compiled context summary.
 
 The lens and the squiggles come from **one result**: the result whose diagnostics the client
 was last given (pushed, or answered to a pull) is the draft's *shown* result
@@ -42,7 +43,7 @@ from typing import Any
 from lsprotocol import types
 
 from grounding_core.model import DraftReport, Severity
-from server.features import references
+from server.features import memory, references
 from server.session import DraftResult, Session
 
 __all__ = ["SHOW_CONTEXT", "STATUS_NOTIFICATION", "closed", "code_lens", "lens_title", "on_result", "opened",
@@ -69,6 +70,7 @@ def status_params(uri: str, report: DraftReport) -> dict[str, Any]:
         "reserve": report.output_reserve,
         "errors": severities.count(Severity.ERROR),
         "warnings": severities.count(Severity.WARNING),
+        **memory.status_fields(report),  # memory hook (SPEC §11)
     }
 
 
@@ -80,7 +82,7 @@ def lens_title(report: DraftReport) -> str:
     if p["outputTokens"] is not None:
         budget = f"/{p['reserve']}" if p["reserve"] is not None else ""
         parts.append(f"{p['outputTokens']}{budget} output tokens")
-    return " · ".join(parts)
+    return " · ".join(parts) + memory.lens_suffix(report)
 
 
 _SHOWN = "status:shown"
