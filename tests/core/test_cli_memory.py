@@ -42,7 +42,8 @@ def memory(capsys: pytest.CaptureFixture[str], root: Path, *argv: str) -> tuple[
 
 
 def events(root: Path) -> list[str]:
-    store = Store(str(root / ".grounding" / "index.sqlite"))
+    """The log's kinds, read from the workspace's index (``GROUNDING_INDEX`` in the PostgreSQL run)."""
+    store = Store(os.environ.get("GROUNDING_INDEX") or str(root / ".grounding" / "index.sqlite"))
     try:
         return [e.kind for e in store.events()]
     finally:
@@ -105,6 +106,7 @@ def test_acts_that_cannot_be_written_exit_2_and_append_nothing(
     assert events(root) == ["remember"]
 
 
+@pytest.mark.sqlite_only
 def test_an_in_memory_index_is_refused_for_writes(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_files(root, {"grounding.toml": 'index = ":memory:"\n'})
     code, _, err = run(capsys, "memory", "add", "--root", root, "--scope", SCOPE, "--key", "语言", "--value", "中文")
@@ -124,7 +126,7 @@ def test_the_console_script_takes_root_from_another_folder(
                            "--scope", SCOPE, "--key", "语言", "--value", "中文", "--approved-by", "王芳"],
                           capture_output=True, text=True, encoding="utf-8", cwd=elsewhere, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert (root / ".grounding" / "index.sqlite").is_file() and not (elsewhere / ".grounding").exists()
+    assert events(root) == ["remember"] and not (elsewhere / ".grounding").exists()
 
 
 def test_grounding_context_shows_memory_units_with_their_token_counts(
@@ -175,5 +177,5 @@ def test_memory_finds_the_workspace_upward_like_the_other_commands(
     monkeypatch.chdir(root / "answers" / "deep")
     code, out, _ = run(capsys, "memory", "add", "--scope", SCOPE, "--key", "语言", "--value", "中文",
                        "--approved-by", "王芳")
-    assert code == 0 and (root / ".grounding" / "index.sqlite").is_file()
+    assert code == 0 and events(root) == ["remember"]
     assert not (root / "answers" / "deep" / ".grounding").exists()
