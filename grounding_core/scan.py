@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 
 from .config import Config
 from .model import Finding, Location, Span
+from .text import is_printable_path, printable_path
 
 SETTLE_NS = 100_000_000
 """A file is read once its mtime and ctime are at least this old (ns): longer than a file
@@ -128,6 +129,14 @@ def _too_long(rel: str) -> Finding:
         "Move the file to a shorter path inside the evidence folder.")
 
 
+def _undecodable_name(shown: str) -> Finding:
+    return file_finding(
+        "unreadable-evidence",
+        f"the file name is not valid UTF-8 ({shown}, undecodable bytes shown as \\xNN); the file was not read",
+        "Rename the file (an archive tool probably wrote its name in GBK or Latin-1); nothing else"
+        " is affected.")
+
+
 def walk_evidence(config: Config) -> Listing:
     """List evidence files (SPEC §2): a full walk of the evidence root (see module docstring)."""
     listing = Listing(full=True)
@@ -143,7 +152,7 @@ def _walk(config: Config, top: Path, top_rel: str, listing: Listing) -> None:
 
     def failed(err: OSError) -> None:
         where = str(err.filename or top)
-        rel = where[root_len:].lstrip(os.sep).replace(os.sep, "/")
+        rel = printable_path(where[root_len:].lstrip(os.sep).replace(os.sep, "/"))
         if err.errno == errno.ENAMETOOLONG:
             listing.refused[rel] = _too_long(rel)
         elif err.errno != errno.ENOENT:
@@ -200,7 +209,13 @@ def evidence_matcher(config: Config) -> Callable[[str], bool]:
 
 def _consider(config: Config, root: Path, full: str, rel: str, listing: Listing,
               inodes: dict[tuple[int, int], str], entry: os.DirEntry[str] | None = None) -> None:
-    """Add one path (a file or a symlink; ``full`` is its absolute path) to ``listing``."""
+    """Add one path (a file or a symlink; ``full`` is its absolute path) to ``listing``.
+
+    A name that is not valid UTF-8 is refused under its :func:`printable_path` (never read).
+    """
+    if not is_printable_path(rel):
+        listing.refused[printable_path(rel)] = _undecodable_name(printable_path(rel))
+        return
     try:
         lst = entry.stat(follow_symlinks=False) if entry is not None else os.lstat(full)
     except OSError as exc:
@@ -223,6 +238,9 @@ def _consider(config: Config, root: Path, full: str, rel: str, listing: Listing,
                 "Copy the document into the evidence folder instead of linking to it.")
             return
         rel_target = resolved.relative_to(root).as_posix()
+        if not is_printable_path(rel_target):
+            listing.refused[rel] = _undecodable_name(printable_path(rel_target))
+            return
         if any(part in SKIP_DIRS for part in rel_target.split("/")):
             return
         rel = rel_target
@@ -260,6 +278,15 @@ def resolve_paths(config: Config, paths: Iterable[str]) -> Listing:
         if not parts or any(p in ("", ".", "..") for p in parts) or any(p in SKIP_DIRS for p in parts):
             continue
         full = root.joinpath(*parts)
+        if not is_printable_path(rel):  # rows are stored under the printable form
+            shown = printable_path(rel)
+            listing.gone.add(shown)
+            listing.gone_prefixes.add(shown + "/")
+            if os.path.isdir(full) and not os.path.islink(full):
+                _walk(config, full, rel, listing)
+            elif config.evidence_matches(rel) and os.path.lexists(full):
+                listing.refused[shown] = _undecodable_name(shown)
+            continue
         if _under_symlinked_folder(root, parts):
             listing.gone.add(rel)
             listing.gone_prefixes.add(rel + "/")

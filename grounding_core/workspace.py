@@ -17,6 +17,7 @@ from .drafts import ContextSpec, ParsedDraft, draft_kind, parse_draft
 from .index import IndexSnapshot
 from .model import DraftReport, Finding, Span
 from .store import IndexError_, ProgressCallback, ScanResult, Store
+from .text import is_printable_path, printable_path
 from .verify import CompileQuery, Visibility, check_draft
 
 SKIP_DIRS = (".git", ".grounding", "node_modules")
@@ -149,7 +150,17 @@ class Workspace:
 
     def check_file(self, rel_path: str, state: IndexSnapshot | None = None,
                    today: dt.date | None = None, count_output: bool = False) -> DraftReport:
-        """Check a draft file; an unreadable file is one malformed-citation finding."""
+        """Check a draft file; an unreadable file is one malformed-citation finding.
+
+        A file name that is not valid UTF-8 is not read: its report names the path with the
+        undecodable bytes shown as ``\\xNN`` (:func:`~grounding_core.text.printable_path`).
+        """
+        if not is_printable_path(rel_path):
+            return _unreadable_report(
+                printable_path(rel_path),
+                f"the file name is not valid UTF-8 ({printable_path(rel_path)}, undecodable bytes shown"
+                " as \\xNN); the draft was not read",
+                "Rename the draft (an archive tool probably wrote its name in GBK or Latin-1).")
         try:
             path = self.config.root / rel_path
             if not path.is_file():

@@ -1,0 +1,81 @@
+"""Second adversarial round (README "What Grounding guarantees"), through the real command
+line: each case runs ``python -m grounding.cli`` in a workspace built under ``tmp_path``.
+
+1. file names that are not valid UTF-8; 2. an index another process holds locked;
+3. a ``.grounding`` symlink out of the workspace; 4. a lone surrogate in draft front matter;
+5. ``--at`` over a fallback index; 6. huge evidence files; 8. ``log`` is read-only;
+9. an index with a newer layout; and the small decisions (dates, invisible characters,
+a revoked current version).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from .helpers import PYTHON, SCHEDULE, SERVER_ENV, sha256, write_files
+
+HASH = sha256(SCHEDULE)
+DRAFT = ("---\nfields: [活动时间]\n---\n活动时间是周四16:30[^1]。🎉\r\n\r\n"
+         f'[^1]: schedule@1:6 sha256:{HASH[:12]} "- 活动时间：周四16:30"\r\n')
+
+
+def grounding(ws: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``grounding ARGS`` run in ``ws`` as a separate process (stdout must stay UTF-8 clean)."""
+    return subprocess.run([PYTHON, "-m", "grounding.cli", *args], cwd=ws, capture_output=True,
+                          env={**SERVER_ENV, "PYTHONIOENCODING": "utf-8"}, timeout=timeout,
+                          encoding="utf-8", errors="strict")
+
+
+def workspace(tmp_path: Path, **extra: str) -> Path:
+    ws = tmp_path / "ws"
+    write_files(ws, {"grounding.toml": 'today = "2026-05-01"\n', "evidence/schedule.md": SCHEDULE,
+                     "answers/a.md": DRAFT, **extra})
+    return ws
+
+
+def write_raw(folder: Path, name: bytes, text: str) -> None:
+    """A file whose name is the raw bytes ``name`` (not necessarily UTF-8)."""
+    with open(os.fsencode(folder) + b"/" + name, "wb") as handle:
+        handle.write(text.encode("utf-8"))
+
+
+# -- 1. file names that are not UTF-8 ----------------------------------------------------------
+
+
+def test_an_evidence_file_name_in_gbk_is_its_own_finding(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    write_raw(ws / "evidence", "开放日.md".encode("gbk"), "- 甲：乙\n")
+    for fmt in ("text", "json", "sarif"):
+        proc = grounding(ws, "check", "--format", fmt)
+        assert proc.returncode == 0, proc.stderr
+        assert "Traceback" not in proc.stderr
+        shown = proc.stdout.replace("\\\\", "\\")  # JSON escapes the backslash
+        assert "not valid UTF-8" in shown and "\\xbf\\xaa" in shown  # GBK of 开
+        if fmt == "json":
+            report = json.loads(proc.stdout)
+            assert report["drafts"][0]["status"] == "answered"
+            (bad,) = [e for e in report["evidence"] if e["diagnostics"]]
+            assert bad["path"].startswith("evidence/\\x") and bad["diagnostics"][0]["name"] == "unreadable-evidence"
+    index = grounding(ws, "index", "--format", "json")
+    assert index.returncode == 0 and json.loads(index.stdout)["documents"] == 1
+    cite = grounding(ws, "cite", "schedule:6")
+    assert cite.returncode == 0 and "schedule@1:6" in cite.stdout, cite.stderr
+
+
+def test_a_latin1_draft_name_gets_a_draft_level_finding(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    write_raw(ws / "answers", b"caf\xe9.md", DRAFT)
+    for fmt in ("text", "json", "sarif"):
+        proc = grounding(ws, "check", "--format", fmt)
+        assert proc.returncode == 1, proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert "answers/caf\\xe9.md" in proc.stdout.replace("\\\\", "\\")
+    report = json.loads(grounding(ws, "check", "--format", "json").stdout)
+    by_path = {d["path"]: d for d in report["drafts"]}
+    assert by_path["answers/a.md"]["status"] == "answered"
+    bad = by_path["answers/caf\\xe9.md"]
+    assert [d["name"] for d in bad["diagnostics"]] == ["malformed-citation"]
+    assert "not valid UTF-8" in bad["diagnostics"][0]["message"]
