@@ -63,6 +63,17 @@ class IndexError_(RuntimeError):
     """The index database cannot be opened or is not a Grounding index."""
 
 
+class IndexBusy(IndexError_):
+    """Another process holds the index's write lock (it is indexing) longer than the scan
+    waited for it. The committed state stays readable: :meth:`Store.snapshot` and
+    :meth:`Store.evidence_findings` answer from it without the lock.
+    """
+
+
+LOCK_WAIT_S = 30.0
+"""How long a scan waits, by default, for another process's write lock (SQLite busy timeout)."""
+
+
 @dataclass
 class ScanResult:
     """The outcome of one scan.
@@ -256,7 +267,8 @@ class Store:
     # -- scanning ------------------------------------------------------------------------------
 
     def scan(self, config: Config, progress: ProgressCallback | None = None,
-             paths: Iterable[str] | None = None, settle: float = scanning.SETTLE_BUDGET_S) -> ScanResult:
+             paths: Iterable[str] | None = None, settle: float = scanning.SETTLE_BUDGET_S,
+             lock_wait: float = LOCK_WAIT_S) -> ScanResult:
         """Bring the index up to date with the evidence folder (SPEC §3, §4).
 
         ``paths`` (relative to the evidence root, from a file watcher): look only at those
@@ -266,16 +278,27 @@ class Store:
         scan waits up to ``settle`` seconds in all; 0: not at all); one that keeps changing,
         or changes while read, is listed in :attr:`ScanResult.unstable` and not indexed from
         that read (read it again later). Appends events only when content changed. Never
-        writes evidence files. Raises FileNotFoundError when the evidence root does not exist.
+        writes evidence files. Raises FileNotFoundError when the evidence root does not exist,
+        and :class:`IndexBusy` when another process holds the write lock for more than
+        ``lock_wait`` seconds (nothing was written; the committed state is still readable).
         """
         root = config.evidence_root
         if not root.is_dir():
             raise FileNotFoundError(f"evidence folder {root} does not exist")
         listing = scanning.walk_evidence(config) if paths is None else scanning.resolve_paths(config, paths)
         with self._lock:
-            self._ensure_derived()
             conn = self.backend.writer
-            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(f"PRAGMA busy_timeout = {max(int(lock_wait * 1000), 0)}")
+            try:
+                self._ensure_derived()
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                raise IndexBusy(f"another process is writing the index {self.path} (probably indexing);"
+                                f" it kept the write lock for more than {lock_wait:g} s") from exc
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {int(LOCK_WAIT_S * 1000)}")
             try:
                 result = _Scan(self, conn, config, listing, progress, settle).run()
                 conn.execute("COMMIT")
@@ -818,5 +841,5 @@ def record_location(config: Config, record: VersionRecord, line: int) -> Locatio
     return Location(config.evidence_display(record.path), line)
 
 
-__all__ = ["IndexError_", "ProgressCallback", "ScanResult", "Store", "event_of", "fts_rows",
+__all__ = ["IndexBusy", "IndexError_", "ProgressCallback", "ScanResult", "Store", "event_of", "fts_rows",
            "record_location", "walk_evidence"]

@@ -52,13 +52,24 @@ class Workspace:
             return ws
 
     def scan(self, progress: ProgressCallback | None = None,
-             paths: Iterable[str] | None = None, settle: float | None = None) -> ScanResult:
+             paths: Iterable[str] | None = None, settle: float | None = None,
+             lock_wait: float | None = None) -> ScanResult:
         """Update the index (:meth:`Store.scan`): a full walk, or only ``paths`` (relative to
-        the evidence root); ``settle`` caps the wait for files still being written.
+        the evidence root); ``settle`` caps the wait for files still being written,
+        ``lock_wait`` the wait for another process's write lock (then :class:`~grounding_core.store.IndexBusy`).
         """
-        if settle is None:
-            return self.store.scan(self.config, progress, paths)
-        return self.store.scan(self.config, progress, paths, settle)
+        options: dict[str, float] = {}
+        if settle is not None:
+            options["settle"] = settle
+        if lock_wait is not None:
+            options["lock_wait"] = lock_wait
+        return self.store.scan(self.config, progress, paths, **options)
+
+    def committed(self) -> ScanResult:
+        """The index as last committed, without scanning (no lock needed): what a reader
+        checks against while another process holds the write lock (:class:`~grounding_core.store.IndexBusy`).
+        """
+        return ScanResult(snapshot=self.store.snapshot(), evidence=self.store.evidence_findings())
 
     def today(self, pinned: dt.date | None = None) -> dt.date:
         return pinned or self.config.today_or()

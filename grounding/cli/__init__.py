@@ -20,7 +20,7 @@ from typing import Any
 
 from grounding_core.config import ConfigError, find_workspace_root
 from grounding_core.model import FIRST_LINE, DraftReport, Finding, Severity, Status
-from grounding_core.store import IndexError_, ScanResult
+from grounding_core.store import LOCK_WAIT_S, IndexBusy, IndexError_, ScanResult
 from grounding_core.text import shorten
 from grounding_core.workspace import Workspace
 
@@ -141,9 +141,27 @@ def open_workspace(args: argparse.Namespace) -> Workspace:
     return ws
 
 
+READ_LOCK_WAIT_S = 5.0
+"""How long a reading command (``check``, ``conflicts``) waits for another process's write
+lock before it answers from the index as last committed (docs/decisions.md, "Index")."""
+
+
 def _scan(ws: Workspace, show_progress: bool) -> ScanResult:
+    """Update the index; when another process holds its write lock (it is indexing) for more
+    than :data:`READ_LOCK_WAIT_S`, say so on stderr and use the last committed state.
+    """
+    try:
+        return _scan_now(ws, show_progress)
+    except IndexBusy as exc:
+        result = ws.committed()
+        print(f"grounding: warning: {exc}; checking against the index as last committed"
+              f" ({result.snapshot.seq} events): evidence changed since is not seen", file=sys.stderr)
+        return result
+
+
+def _scan_now(ws: Workspace, show_progress: bool, lock_wait: float = READ_LOCK_WAIT_S) -> ScanResult:
     if not show_progress:
-        return ws.scan()
+        return ws.scan(lock_wait=lock_wait)
     from rich.progress import Progress
 
     with Progress(transient=True, console=_stderr_console()) as bar:
@@ -152,7 +170,7 @@ def _scan(ws: Workspace, show_progress: bool) -> ScanResult:
         def progress(done: int, total: int, path: str) -> None:
             bar.update(task, completed=done, total=total, description=f"indexing {path[-40:]}")
 
-        return ws.scan(progress)
+        return ws.scan(progress, lock_wait=lock_wait)
 
 
 def _stderr_console() -> Any:
@@ -409,7 +427,7 @@ def cmd_cite(args: argparse.Namespace) -> int:
 
 def cmd_index(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
-    scan = _scan(ws, sys.stderr.isatty() and args.format == "text")
+    scan = _scan_now(ws, sys.stderr.isatty() and args.format == "text", LOCK_WAIT_S)  # IndexBusy: exit 2
     ws.store.build_fts()  # `grounding index` leaves a complete index: full-text rows included
     snapshot = scan.snapshot
     today = ws.today()
@@ -471,7 +489,7 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 def cmd_conflicts(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
-    snapshot = ws.scan().snapshot
+    snapshot = _scan(ws, False).snapshot
     from grounding_core.conflicts import all_conflicts
 
     conflicts = all_conflicts(snapshot, ws.today())

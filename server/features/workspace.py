@@ -44,7 +44,7 @@ from pygls.uris import to_fs_path
 
 from grounding_core.config import Config, ConfigError, load_config
 from grounding_core.index import IndexSnapshot
-from grounding_core.store import ScanResult, Store
+from grounding_core.store import IndexBusy, ScanResult, Store
 from grounding_core.workspace import Workspace
 from server.features import diagnostics, evidence
 from server.session import Session
@@ -74,6 +74,12 @@ _CONFIG_WATCH = "workspace:watch-config"
 _RETRY = "workspace:retry-unstable"
 _RETIRED = "workspace:retired-stores"
 _FTS = "workspace:full-text"
+_BUSY = "workspace:index-busy"
+SCAN_LOCK_WAIT_SECONDS = 2.0
+"""How long the writer thread waits for another process's write lock (another ``grounding
+index`` or server) before the scan is retried later."""
+BUSY_RETRY_SECONDS = (0.5, 30.0)
+"""First and longest pause before retrying a scan another process's lock held up (doubling)."""
 FTS_SLICE_SECONDS = 0.25
 """Longest the writer thread spends on full-text rows before other writes get a turn."""
 
@@ -344,6 +350,8 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
     except Exception as exc:
         if isinstance(exc, FileNotFoundError):  # no evidence folder (yet): check against what there is
             logger.warning("%s", exc)
+        elif isinstance(exc, IndexBusy):  # another process is indexing: its commit is readable
+            _retry_busy(session, paths, str(exc))
         else:
             logger.exception("indexing failed; keeping the previous index")
         if epoch == session.epoch and (session.view is None or session.view.epoch != epoch):
@@ -351,6 +359,7 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
             diagnostics.recheck_open_drafts(session)
         session.ready.set()
         return
+    session.feature_state.pop(_BUSY, None)
     session.index_passes += 1
     session.client.log_message(types.MessageType.Log, (
         f"Grounding: index pass {session.index_passes}: {len(result.changed)} files re-read,"
@@ -373,6 +382,27 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
         retry: set[str] = session.feature_state.setdefault(_RETRY, set())
         retry.update(unstable)
         session.tasks.start(_RETRY, _retry_unstable(session), replace=False)
+
+
+def _retry_busy(session: Session, paths: set[str] | None, reason: str) -> None:
+    """Scan again after a back-off (0.5 s doubling to 30 s) while another process holds the
+    index's write lock; meanwhile open drafts are checked against its last commit. Says so
+    once per busy spell (``window/showMessage``).
+    """
+    delay = session.feature_state.get(_BUSY)
+    if delay is None:
+        delay = BUSY_RETRY_SECONDS[0]
+        session.client.show_message(types.MessageType.Info, (
+            f"Grounding: {reason}; checking against the index as last committed and indexing again"
+            " once it is free."))
+    session.feature_state[_BUSY] = min(delay * 2, BUSY_RETRY_SECONDS[1])
+    logger.info("index busy; scanning again in %.1f s", delay)
+
+    async def later() -> None:
+        await asyncio.sleep(delay)
+        request_reindex(session, paths)
+
+    session.tasks.start(_BUSY + ":retry", later(), replace=False)
 
 
 async def _build_full_text(session: Session) -> None:
@@ -411,7 +441,8 @@ def _scan_store(ws: Workspace, progress: Callable[[int, int, str], None] | None,
     ``ScanResult.unstable`` and is retried. Also says whether the snapshot's full-text rows
     are complete.
     """
-    result = ws.store.scan(ws.config, progress, paths=sorted(paths) if paths is not None else None)
+    result = ws.store.scan(ws.config, progress, paths=sorted(paths) if paths is not None else None,
+                           lock_wait=SCAN_LOCK_WAIT_SECONDS)
     return result, result.snapshot, result.snapshot.search_complete
 
 

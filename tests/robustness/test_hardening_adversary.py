@@ -79,3 +79,40 @@ def test_a_latin1_draft_name_gets_a_draft_level_finding(tmp_path: Path) -> None:
     bad = by_path["answers/caf\\xe9.md"]
     assert [d["name"] for d in bad["diagnostics"]] == ["malformed-citation"]
     assert "not valid UTF-8" in bad["diagnostics"][0]["message"]
+
+
+# -- 2. another process holds the write lock ----------------------------------------------------
+
+
+LOCKER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+sys.stdin.read()  # held until the test closes stdin
+conn.execute("ROLLBACK")
+"""
+
+
+def test_check_answers_from_the_committed_index_while_another_process_holds_the_lock(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    assert grounding(ws, "check").returncode == 0  # the index exists and holds schedule@1
+    (ws / "evidence/later.md").write_text("- 地点：礼堂 B\n", encoding="utf-8")
+    locker = subprocess.Popen([PYTHON, "-c", LOCKER, str(ws / ".grounding/index.sqlite")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert locker.stdout is not None and locker.stdout.readline() == "locked\n"
+        proc = grounding(ws, "check", "--format", "json")
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+        assert "another process is writing the index" in proc.stderr and "last committed" in proc.stderr
+        report = json.loads(proc.stdout)
+        assert report["drafts"][0]["status"] == "answered"
+        assert "evidence/later.md" not in [e["path"] for e in report["evidence"]]  # not scanned
+        conflicts = grounding(ws, "conflicts")
+        assert conflicts.returncode == 0 and "Traceback" not in conflicts.stderr
+    finally:
+        assert locker.stdin is not None
+        locker.stdin.close()
+        locker.wait(30)
+    after = json.loads(grounding(ws, "check", "--format", "json").stdout)
+    assert "evidence/later.md" in [e["path"] for e in after["evidence"]]  # the next scan catches up

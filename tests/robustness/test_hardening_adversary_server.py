@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from lsprotocol import types
@@ -50,4 +52,51 @@ async def test_a_gbk_evidence_name_leaves_the_index_whole(tmp_path: Path) -> Non
             types.TextDocumentIdentifier(uri), types.Position(5, 12))), WAIT)
         assert hover is not None and "周四16:30" in str(hover.contents)
     finally:
+        assert await harness.stop(client) == 0
+
+
+LOCKER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+sys.stdin.readline()
+conn.execute("ROLLBACK")
+print("released", flush=True)
+sys.stdin.read()
+"""
+
+
+async def test_a_locked_index_is_read_as_committed_and_scanned_once_free(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    subprocess.run([sys.executable, "-m", "grounding.cli", "index"], cwd=ws, env=harness.SERVER_ENV,
+                   capture_output=True, check=True, timeout=120)
+    later = "- 地点：礼堂 B 🎉\n"
+    (ws / "evidence/later.md").write_text(later, encoding="utf-8")
+    draft = (DRAFT + "\r\n地点是礼堂 B 🎉[^2]。\r\n\r\n"
+             f'[^2]: later@1:1 sha256:{sha256(later)[:12]} "- 地点：礼堂 B 🎉"\r\n')
+    locker = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", LOCKER, str(ws / ".grounding/index.sqlite"),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+    assert locker.stdin is not None and locker.stdout is not None
+    assert await locker.stdout.readline() == b"locked\n"
+    client = await harness.start(ws, "minimal")
+    try:
+        uri = (ws / "answers/a.md").as_uri()
+        published = await diagnostics_of(client, uri, draft)
+        assert "unknown-source" in names_of(published)  # later.md is not in the committed index
+        await client.recorder.wait_until(
+            lambda: any("another process is writing the index" in m.message for m in client.recorder.messages),
+            "the busy message", WAIT)
+        locker.stdin.write(b"release\n")
+        await locker.stdin.drain()
+        assert await locker.stdout.readline() == b"released\n"
+        await client.recorder.wait_until(
+            lambda: "unknown-source" not in names_of(client.recorder.of(uri)[-1].diagnostics),
+            "diagnostics after the retried scan", WAIT)
+        assert not [d for d in client.recorder.of(uri)[-1].diagnostics
+                    if d.severity == types.DiagnosticSeverity.Error]
+    finally:
+        locker.stdin.close()
+        await locker.wait()
         assert await harness.stop(client) == 0
