@@ -42,7 +42,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
-from grounding_core.config import Config, ConfigError, load_config
+from grounding_core.config import Config, ConfigError, check_index, load_config
 from grounding_core.index import IndexSnapshot
 from grounding_core.store import IndexBusy, ScanResult, Store
 from grounding_core.workspace import Workspace
@@ -181,6 +181,11 @@ def load_settings(root: Path, settings: dict[str, Any]) -> tuple[Config, str | N
     except ConfigError as exc:
         message = f"Grounding: {exc}; using the default configuration."
         config = Config(root=root.resolve())
+        try:
+            check_index(config, "defaults")
+        except ConfigError:  # the default index is unusable too (a .grounding symlink out)
+            message = f"Grounding: {exc}; using the default configuration with an in-memory index."
+            config = config.with_overrides(index=":memory:")
     if settings:
         try:
             config = config.with_overrides(**settings)

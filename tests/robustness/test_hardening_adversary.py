@@ -116,3 +116,27 @@ def test_check_answers_from_the_committed_index_while_another_process_holds_the_
         locker.wait(30)
     after = json.loads(grounding(ws, "check", "--format", "json").stdout)
     assert "evidence/later.md" in [e["path"] for e in after["evidence"]]  # the next scan catches up
+
+
+# -- 3. a .grounding symlink out of the workspace -------------------------------------------------
+
+
+def test_a_dot_grounding_symlink_out_of_the_workspace_is_a_configuration_error(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (ws / ".grounding").symlink_to(elsewhere)
+    proc = grounding(ws, "check")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "index = '.grounding/index.sqlite'" in proc.stderr and "outside the workspace root" in proc.stderr
+    assert list(elsewhere.iterdir()) == [] and proc.stdout == ""
+
+
+def test_a_dangling_index_symlink_creates_nothing_outside(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    (ws / ".grounding").mkdir()
+    (ws / ".grounding/index.sqlite").symlink_to(tmp_path / "nonexistent.sqlite")
+    proc = grounding(ws, "check")
+    assert proc.returncode == 2 and "outside the workspace root" in proc.stderr, proc.stderr
+    assert not (tmp_path / "nonexistent.sqlite").exists()
+    assert not list(tmp_path.glob("nonexistent.sqlite*"))

@@ -100,3 +100,19 @@ async def test_a_locked_index_is_read_as_committed_and_scanned_once_free(tmp_pat
         locker.stdin.close()
         await locker.wait()
         assert await harness.stop(client) == 0
+
+
+async def test_a_dot_grounding_symlink_out_is_shown_and_nothing_is_written_there(tmp_path: Path) -> None:
+    ws = workspace(tmp_path / "ws")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (ws / ".grounding").symlink_to(elsewhere)
+    client = await harness.start(ws, "minimal")
+    try:
+        uri = (ws / "answers/a.md").as_uri()
+        published = await diagnostics_of(client, uri, DRAFT)
+        assert not [d for d in published if d.severity == types.DiagnosticSeverity.Error], published
+        assert any("outside the workspace root" in m.message for m in client.recorder.messages)
+    finally:
+        assert await harness.stop(client) == 0
+    assert list(elsewhere.iterdir()) == []
