@@ -41,7 +41,7 @@ from .index import IndexSnapshot, ParseSettings, SearchHit, VersionRecord
 from .model import Finding, Location, Span
 from .scan import FileRow, Listing, StatKey, Unstable, finding_dict, finding_of
 from .sql_snapshot import DocumentCache, SqlSnapshot
-from .sqlite_backend import LINE_BITS, LINE_MASK, SqliteBackend
+from .sqlite_backend import LINE_BITS, LINE_MASK, NewerLayout, SqliteBackend
 
 ProgressCallback = Callable[[int, int, str], None]
 """Called as ``progress(done, total, path)`` while a scan reads files."""
@@ -67,6 +67,12 @@ class IndexBusy(IndexError_):
     """Another process holds the index's write lock (it is indexing) longer than the scan
     waited for it. The committed state stays readable: :meth:`Store.snapshot` and
     :meth:`Store.evidence_findings` answer from it without the lock.
+    """
+
+
+class IndexTooNew(IndexError_):
+    """The index was written by a newer Grounding (a higher layout): refused, never written
+    and never replaced by an in-memory index (docs/decisions.md, "Index").
     """
 
 
@@ -136,6 +142,11 @@ class Store:
         self._latest: tuple[int, SqlSnapshot] | None = None
         try:
             self.backend = SqliteBackend(path)
+        except NewerLayout as exc:
+            raise IndexTooNew(str(exc)) from None
+        except (sqlite3.Error, OSError) as exc:
+            raise IndexError_(f"cannot open the index {path}: {exc}") from exc
+        try:
             migrated = self.backend.create_schema()
             self._ensure_derived(force=migrated, queue_fts=migrated)
         except (sqlite3.Error, OSError) as exc:
@@ -841,5 +852,5 @@ def record_location(config: Config, record: VersionRecord, line: int) -> Locatio
     return Location(config.evidence_display(record.path), line)
 
 
-__all__ = ["IndexBusy", "IndexError_", "ProgressCallback", "ScanResult", "Store", "event_of", "fts_rows",
+__all__ = ["IndexBusy", "IndexError_", "IndexTooNew", "ProgressCallback", "ScanResult", "Store", "event_of", "fts_rows",
            "record_location", "walk_evidence"]

@@ -16,7 +16,7 @@ from .config import Config, load_config
 from .drafts import ContextSpec, ParsedDraft, draft_kind, parse_draft
 from .index import IndexSnapshot
 from .model import DraftReport, Finding, Span
-from .store import IndexError_, ProgressCallback, ScanResult, Store
+from .store import IndexError_, IndexTooNew, ProgressCallback, ScanResult, Store
 from .text import is_printable_path, printable_path
 from .verify import CompileQuery, Visibility, check_draft
 
@@ -38,13 +38,16 @@ class Workspace:
         """Load configuration (raises ConfigError) and open the index.
 
         When the index file cannot be created or opened (a read-only checkout, a corrupt
-        file), the workspace falls back to an in-memory index and sets :attr:`warning`.
+        file), the workspace falls back to an in-memory index and sets :attr:`warning`. An
+        index written by a newer Grounding raises :class:`~grounding_core.store.IndexTooNew`.
         """
         config = load_config(root)
         if overrides:
             config = config.with_overrides(**overrides)
         try:
             return cls(config, Store.for_config(config))
+        except IndexTooNew:
+            raise  # a newer Grounding's index is refused, never replaced by memory
         except IndexError_ as exc:
             memory = config.with_overrides(index=":memory:")
             ws = cls(memory, Store.for_config(memory))

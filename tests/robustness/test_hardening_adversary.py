@@ -140,3 +140,32 @@ def test_a_dangling_index_symlink_creates_nothing_outside(tmp_path: Path) -> Non
     assert proc.returncode == 2 and "outside the workspace root" in proc.stderr, proc.stderr
     assert not (tmp_path / "nonexistent.sqlite").exists()
     assert not list(tmp_path.glob("nonexistent.sqlite*"))
+
+
+# -- 9. an index written by a newer Grounding -----------------------------------------------------
+
+
+def test_an_index_with_a_newer_layout_is_refused_and_left_alone(tmp_path: Path) -> None:
+    import sqlite3
+
+    from grounding_core.sqlite_backend import LAYOUT
+
+    ws = workspace(tmp_path)
+    assert grounding(ws, "index").returncode == 0
+    index = ws / ".grounding/index.sqlite"
+    db = sqlite3.connect(index)
+    db.execute("PRAGMA user_version = 99")
+    db.execute("ALTER TABLE events ADD COLUMN future TEXT NOT NULL DEFAULT 'x'")
+    db.commit()
+    db.close()
+    for name in list((ws / ".grounding").iterdir()):
+        if name.name.endswith(("-wal", "-shm")):
+            name.unlink()
+    before = index.read_bytes()
+    (ws / "evidence/schedule.md").write_text(SCHEDULE.replace("周四", "周五"), encoding="utf-8")
+    for args in (("check",), ("index",), ("log",)):
+        proc = grounding(ws, *args)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, (args, proc.stderr)
+        assert "written by a newer Grounding (layout 99)" in proc.stderr
+        assert f"this one reads layout {LAYOUT}" in proc.stderr and "in-memory" not in proc.stderr
+    assert index.read_bytes() == before
