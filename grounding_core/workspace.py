@@ -88,8 +88,13 @@ class Workspace:
             return os.path.relpath(full, self.config.root).replace(os.sep, "/")
 
     def is_draft(self, rel_path: str) -> bool:
-        """SPEC §2: matches a draft glob and is not under the evidence root."""
-        full = (self.config.root / rel_path).resolve()
+        """SPEC §2: matches a draft glob and is not under the evidence root. A path that no
+        file can have (a NUL, e.g. from a ``%00`` in a URI) is not a draft.
+        """
+        try:
+            full = (self.config.root / rel_path).resolve()
+        except (OSError, ValueError):
+            return False
         if full.is_relative_to(self.config.evidence_root):
             return False
         parts = rel_path.split("/")

@@ -169,3 +169,19 @@ def test_an_index_with_a_newer_layout_is_refused_and_left_alone(tmp_path: Path) 
         assert "written by a newer Grounding (layout 99)" in proc.stderr
         assert f"this one reads layout {LAYOUT}" in proc.stderr and "in-memory" not in proc.stderr
     assert index.read_bytes() == before
+
+
+# -- 10. a NUL in a document URI ------------------------------------------------------------------
+
+
+def test_a_path_with_a_nul_is_no_draft(tmp_path: Path) -> None:
+    from grounding_core.workspace import Workspace
+    from server.session import _fs_path
+
+    ws = Workspace.open(workspace(tmp_path))
+    try:
+        assert ws.is_draft("answers/a.md") and not ws.is_draft("answers/\0.md")
+        assert _fs_path((tmp_path / "ws").as_uri() + "/answers/%00.md") is None
+        assert _fs_path((tmp_path / "ws").as_uri() + "/answers/a.md") == tmp_path / "ws/answers/a.md"
+    finally:
+        ws.store.close()

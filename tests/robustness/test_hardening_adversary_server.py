@@ -116,3 +116,27 @@ async def test_a_dot_grounding_symlink_out_is_shown_and_nothing_is_written_there
     finally:
         assert await harness.stop(client) == 0
     assert list(elsewhere.iterdir()) == []
+
+
+async def test_a_nul_in_a_document_uri_is_no_draft_and_breaks_nothing(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    client = await harness.start(ws, "minimal")
+    try:
+        good = (ws / "answers/a.md").as_uri()
+        assert not [d for d in await diagnostics_of(client, good, DRAFT)
+                    if d.severity == types.DiagnosticSeverity.Error]
+        for bad in (ws.as_uri() + "/answers/%00.md", ws.as_uri() + "/evidence/a%00b.md"):
+            client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
+                [types.FileEvent(bad, types.FileChangeType.Changed)]))
+            open_document(client, bad, DRAFT)
+            hover = await asyncio.wait_for(client.text_document_hover_async(types.HoverParams(
+                types.TextDocumentIdentifier(bad), types.Position(5, 12))), WAIT)
+            assert hover is None  # not a draft: nothing to show, and no error
+        hover = await asyncio.wait_for(client.text_document_hover_async(types.HoverParams(
+            types.TextDocumentIdentifier(good), types.Position(5, 12))), WAIT)
+        assert hover is not None and "周四16:30" in str(hover.contents)
+        said = [e.params.message for e in client.recorder.events
+                if e.method in (types.WINDOW_LOG_MESSAGE, types.WINDOW_SHOW_MESSAGE)]
+        assert not [m for m in said if "null byte" in m or "ValueError" in m or "Traceback" in m], said
+    finally:
+        assert await harness.stop(client) == 0
