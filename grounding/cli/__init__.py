@@ -101,7 +101,8 @@ def _parser() -> argparse.ArgumentParser:
     answer.add_argument("--format", choices=("md", "json"), default="md")
     answer.set_defaults(run=cmd_answer)
 
-    log = sub.add_parser("log", help="list the index's events (seq, kind, doc_id, version, path, time) for --at N")
+    log = sub.add_parser("log", help="list the index's events (seq, kind, doc_id, version, path, time) for --at N;"
+                         " read-only (run `grounding index` first to bring it up to date)")
     common(log)
     log.add_argument("--doc", metavar="DOC_ID", help="only this document's events")
     log.add_argument("--format", choices=("text", "json"), default="text")
@@ -465,19 +466,20 @@ def cmd_index(args: argparse.Namespace) -> int:
 def cmd_log(args: argparse.Namespace) -> int:
     """``grounding log``: every event (SPEC §4, §9), so ``check --at N`` can be chosen.
 
-    Scans first (like every command), so the log is up to date with the evidence folder.
+    Read-only: it never scans, so it never appends (run ``grounding index`` or ``check`` to
+    bring the log up to date). Paths are printed as stored: relative to the evidence folder
+    each file was read from (an earlier ``--evidence`` may have named another one).
     """
     ws = open_workspace(args)
-    ws.scan()
     entries = ws.store.log_entries(args.doc)
     if args.format == "json":
         print(json.dumps([{"seq": e.seq, "kind": e.kind, "doc_id": e.doc_id, "version": e.version,
-                           "sha256": e.sha256, "path": ws.config.evidence_display(e.path) if e.path else "",
-                           "reason": e.reason, "recorded_at": e.recorded_at} for e in entries],
+                           "sha256": e.sha256, "path": e.path, "reason": e.reason,
+                           "recorded_at": e.recorded_at} for e in entries],
                          ensure_ascii=False, indent=1))
         return EXIT_OK
     for e in entries:
-        where = ws.config.evidence_display(e.path) if e.path else ""
+        where = e.path
         detail = f" sha256:{e.sha256[:12]} {where}" if e.kind == "import" else f" ({e.reason})"
         print(f"{e.seq:>6}  {e.recorded_at}  {e.kind:<6}  {e.doc_id}@{e.version}{detail}")
     if not entries:

@@ -185,3 +185,23 @@ def test_a_path_with_a_nul_is_no_draft(tmp_path: Path) -> None:
         assert _fs_path((tmp_path / "ws").as_uri() + "/answers/a.md") == tmp_path / "ws/answers/a.md"
     finally:
         ws.store.close()
+
+
+# -- 8. grounding log is read-only ----------------------------------------------------------------
+
+
+def test_log_never_appends_and_shows_paths_as_stored(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    assert grounding(ws, "index").returncode == 0
+    write_files(ws, {"other/z.md": "- 甲：乙 🎉\r\n"})
+    before = json.loads(grounding(ws, "log", "--format", "json").stdout)
+    assert [(e["doc_id"], e["path"]) for e in before] == [("schedule", "schedule.md")]
+    for _ in range(2):  # another evidence folder, and a changed file: log still reads only
+        assert json.loads(grounding(ws, "log", "--evidence", "other", "--format", "json").stdout) == before
+    (ws / "evidence/schedule.md").write_text(SCHEDULE.replace("周四", "周五"), encoding="utf-8")
+    text = grounding(ws, "log")
+    assert text.returncode == 0 and "1 event(s)" in text.stdout and "schedule@1 sha256:" in text.stdout
+    assert grounding(ws, "index", "--evidence", "other").returncode == 0
+    after = json.loads(grounding(ws, "log", "--format", "json").stdout)
+    assert ("z", "z.md") in [(e["doc_id"], e["path"]) for e in after]
+    assert after[0]["path"] == "schedule.md"  # as stored, not under the current folder
