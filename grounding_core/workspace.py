@@ -33,6 +33,10 @@ class Workspace:
     warning: str | None = None
     """Set when the workspace opened with a fallback (e.g. an in-memory index)."""
 
+    fallback: bool = False
+    """True when the configured index could not be opened and an in-memory index replaces it
+    for this run: its log starts empty, so its history (``--at N``) is not the index's."""
+
     @classmethod
     def open(cls, root: Path, **overrides: object) -> Workspace:
         """Load configuration (raises ConfigError) and open the index.
@@ -52,6 +56,7 @@ class Workspace:
             memory = config.with_overrides(index=":memory:")
             ws = cls(memory, Store.for_config(memory))
             ws.warning = f"{exc}; using an in-memory index for this run"
+            ws.fallback = True
             return ws
 
     def scan(self, progress: ProgressCallback | None = None,

@@ -185,6 +185,10 @@ def _stderr_console() -> Any:
 
 def cmd_check(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
+    if args.at is not None and ws.fallback:
+        raise UsageError(f"--at {args.at}: the index could not be opened, and the in-memory index"
+                         " used instead holds only this run's events, so event numbers from"
+                         " `grounding log` mean nothing here; repair or rebuild the index first")
     scan = _scan(ws, sys.stderr.isatty() and args.format == "text")
     snapshot = scan.snapshot
     if args.at is not None:

@@ -205,3 +205,24 @@ def test_log_never_appends_and_shows_paths_as_stored(tmp_path: Path) -> None:
     after = json.loads(grounding(ws, "log", "--format", "json").stdout)
     assert ("z", "z.md") in [(e["doc_id"], e["path"]) for e in after]
     assert after[0]["path"] == "schedule.md"  # as stored, not under the current folder
+
+
+# -- 5. --at over a fallback index ----------------------------------------------------------------
+
+
+def test_at_is_refused_when_the_index_fell_back_to_memory(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    assert grounding(ws, "index").returncode == 0
+    (ws / "evidence/schedule.md").write_text(SCHEDULE.replace("周四", "周五"), encoding="utf-8")
+    assert grounding(ws, "index").returncode == 0
+    assert grounding(ws, "check", "--at", "1").returncode == 0  # the healthy index: schedule@1 is current
+    index = ws / ".grounding/index.sqlite"
+    for name in (ws / ".grounding").iterdir():
+        if name.name.endswith(("-wal", "-shm")):
+            name.unlink()
+    index.write_bytes(b"SQLite format 3\x00" + b"\xff" * 200)  # a corrupt copy
+    proc = grounding(ws, "check", "--at", "1", "--format", "json")
+    assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr
+    assert "--at 1: the index could not be opened" in proc.stderr and "in-memory" in proc.stderr
+    plain = grounding(ws, "check", "--format", "json")  # without --at the fallback still checks
+    assert plain.returncode == 1 and "using an in-memory index" in plain.stderr
