@@ -226,3 +226,16 @@ def test_at_is_refused_when_the_index_fell_back_to_memory(tmp_path: Path) -> Non
     assert "--at 1: the index could not be opened" in proc.stderr and "in-memory" in proc.stderr
     plain = grounding(ws, "check", "--format", "json")  # without --at the fallback still checks
     assert plain.returncode == 1 and "using an in-memory index" in plain.stderr
+
+
+# -- 4. a lone surrogate in draft front matter (an editor buffer) ---------------------------------
+
+
+def test_a_lone_surrogate_in_draft_front_matter_is_malformed_citation() -> None:
+    from grounding_core.drafts import parse_draft
+
+    for where in ("question: 开放日\ud83d\n", "subject: \udc00🎉\n"):
+        draft = parse_draft(DRAFT.replace("fields:", where + "fields:"), "markdown")
+        (finding,) = [f for f in draft.findings if "lone surrogate" in f.message]
+        assert finding.name == "malformed-citation" and finding.span.start_line == 0
+        assert "line 2" in finding.message and draft.fields == []

@@ -140,3 +140,17 @@ async def test_a_nul_in_a_document_uri_is_no_draft_and_breaks_nothing(tmp_path: 
         assert not [m for m in said if "null byte" in m or "ValueError" in m or "Traceback" in m], said
     finally:
         assert await harness.stop(client) == 0
+
+
+async def test_a_lone_surrogate_in_front_matter_gets_a_diagnostic(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    client = await harness.start(ws, "minimal")
+    try:
+        uri = (ws / "answers/a.md").as_uri()
+        text = DRAFT.replace("fields:", "question: 开放日\ud83d\nfields:")  # half of a pasted emoji
+        published = await diagnostics_of(client, uri, text)
+        front = [d for d in published if "lone surrogate U+D83D" in d.message]
+        assert front and front[0].range.start.line == 0 and names_of(front) == ["malformed-citation"]
+        assert "Grounding could not check" not in " ".join(d.message for d in published)
+    finally:
+        assert await harness.stop(client) == 0
