@@ -57,6 +57,25 @@ READ_BACKOFF_S = 0.05
 
 SKIP_DIRS = (".git", ".grounding")
 
+MAX_EVIDENCE_BYTES = 64 * 1024 * 1024
+"""Largest evidence file read (64 MiB; docs/decisions.md, "Index"): a larger one is
+``unreadable-evidence`` naming its size, decided from its stat before any byte is read."""
+
+
+class TooLarge(OSError):
+    """An evidence file over :data:`MAX_EVIDENCE_BYTES`; ``strerror`` names its size."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(errno.EFBIG, f"it is {_size(size)}, over the {_size(MAX_EVIDENCE_BYTES)} limit for"
+                         " evidence files, so it was not read (split it into smaller documents)")
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
 
 class StatKey(NamedTuple):
     """What decides that a file must be re-read (SPEC §4): size, mtime, ctime, inode.
@@ -331,14 +350,20 @@ class Unstable(Exception):
 def read_stable(path: str | Path, attempts: int = READ_ATTEMPTS) -> tuple[bytes, StatKey]:
     """The file's bytes and the stat key they belong to, read while it did not change.
 
-    Raises :class:`Unstable` after ``attempts`` reads that each saw a change, and ``OSError``
-    (``FileNotFoundError`` when it vanished) from the file system.
+    Raises :class:`Unstable` after ``attempts`` reads that each saw a change, :class:`TooLarge`
+    (an ``OSError``) for a file over :data:`MAX_EVIDENCE_BYTES` (never read: at most that
+    many bytes are ever in memory), and ``OSError`` (``FileNotFoundError`` when it vanished)
+    from the file system.
     """
     pause = READ_BACKOFF_S
     for attempt in range(attempts):
         with open(path, "rb") as handle:
             before = StatKey.of(os.fstat(handle.fileno()))
-            data = handle.read()
+            if before.size > MAX_EVIDENCE_BYTES:
+                raise TooLarge(before.size)
+            data = handle.read(MAX_EVIDENCE_BYTES + 1)
+            if len(data) > MAX_EVIDENCE_BYTES:  # grew while read
+                raise TooLarge(len(data))
             after = StatKey.of(os.fstat(handle.fileno()))
         if before == after and after.size == len(data):
             try:

@@ -239,3 +239,24 @@ def test_a_lone_surrogate_in_draft_front_matter_is_malformed_citation() -> None:
         (finding,) = [f for f in draft.findings if "lone surrogate" in f.message]
         assert finding.name == "malformed-citation" and finding.span.start_line == 0
         assert "line 2" in finding.message and draft.fields == []
+
+
+# -- 6. a huge evidence file ----------------------------------------------------------------------
+
+
+def test_a_huge_sparse_evidence_file_is_refused_by_its_size(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    with open(ws / "evidence/huge.md", "wb") as handle:  # 3 GB, sparse: nothing is written but the end
+        handle.truncate(3 * 1024 ** 3)
+    script = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30));"
+              " from grounding import cli; sys.exit(cli.main(['check', '--format', 'json']))")
+    # the child caps its address space at 1 GB: reading the file whole would be a MemoryError
+    proc = subprocess.run([PYTHON, "-c", script], cwd=ws, capture_output=True, text=True, env=SERVER_ENV,
+                          timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    (huge,) = [e for e in report["evidence"] if e["path"] == "evidence/huge.md"]
+    (finding,) = huge["diagnostics"]
+    assert finding["name"] == "unreadable-evidence"
+    assert "3.0 GB" in finding["message"] and "64.0 MB limit" in finding["message"]
+    assert report["drafts"][0]["status"] == "answered"
