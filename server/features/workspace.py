@@ -75,6 +75,7 @@ _RETRY = "workspace:retry-unstable"
 _RETIRED = "workspace:retired-stores"
 _FTS = "workspace:full-text"
 _BUSY = "workspace:index-busy"
+_NO_EVIDENCE = "workspace:no-evidence-folder"
 SCAN_LOCK_WAIT_SECONDS = 2.0
 """How long the writer thread waits for another process's write lock (another ``grounding
 index`` or server) before the scan is retried later."""
@@ -353,9 +354,11 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
     try:
         result, snapshot, searchable = await session.writer.run(_scan_store, ws, report, paths)
     except Exception as exc:
-        if isinstance(exc, FileNotFoundError):  # no evidence folder (yet): check against what there is
+        if isinstance(exc, FileNotFoundError):  # no evidence folder: nothing is evidence
             logger.warning("%s", exc)
-        elif isinstance(exc, IndexBusy):  # another process is indexing: its commit is readable
+            await _no_evidence_folder(session, ws, epoch, str(exc))
+            return
+        if isinstance(exc, IndexBusy):  # another process is indexing: its commit is readable
             _retry_busy(session, paths, str(exc))
         else:
             logger.exception("indexing failed; keeping the previous index")
@@ -365,6 +368,7 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
         session.ready.set()
         return
     session.feature_state.pop(_BUSY, None)
+    session.feature_state.pop(_NO_EVIDENCE, None)
     session.index_passes += 1
     session.client.log_message(types.MessageType.Log, (
         f"Grounding: index pass {session.index_passes}: {len(result.changed)} files re-read,"
@@ -387,6 +391,22 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
         retry: set[str] = session.feature_state.setdefault(_RETRY, set())
         retry.update(unstable)
         session.tasks.start(_RETRY, _retry_unstable(session), replace=False)
+
+
+async def _no_evidence_folder(session: Session, ws: Workspace, epoch: int, reason: str) -> None:
+    """The configured evidence folder does not exist (the CLI's exit 2): say so once per
+    folder (``window/showMessage``, an error) and check open drafts against the empty state
+    (``replay(0)``), so no draft stays "answered" from evidence that is no longer configured.
+    """
+    shown = f"Grounding: {reason} (set 'evidence' in grounding.toml or the editor setting); drafts are" \
+        " checked against no evidence until it exists."
+    if session.feature_state.get(_NO_EVIDENCE) != shown:
+        session.feature_state[_NO_EVIDENCE] = shown
+        session.client.show_message(types.MessageType.Error, shown)
+    if epoch == session.epoch:
+        _set_snapshot(session, await session.readers.run(ws.store.snapshot, 0))
+        diagnostics.recheck_open_drafts(session)
+    session.ready.set()
 
 
 def _retry_busy(session: Session, paths: set[str] | None, reason: str) -> None:

@@ -154,3 +154,22 @@ async def test_a_lone_surrogate_in_front_matter_gets_a_diagnostic(tmp_path: Path
         assert "Grounding could not check" not in " ".join(d.message for d in published)
     finally:
         assert await harness.stop(client) == 0
+
+
+async def test_a_missing_evidence_folder_is_shown_and_nothing_stays_answered(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    client = await harness.start(ws, "minimal")
+    try:
+        uri = (ws / "answers/a.md").as_uri()
+        assert "unknown-source" not in names_of(await diagnostics_of(client, uri, DRAFT))
+        (ws / "grounding.toml").write_text('evidence = "nope"\ntoday = "2026-05-01"\n', encoding="utf-8")
+        client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
+            [types.FileEvent((ws / "grounding.toml").as_uri(), types.FileChangeType.Changed)]))
+        await client.recorder.wait_until(
+            lambda: any("does not exist" in m.message and m.type == types.MessageType.Error
+                        for m in client.recorder.messages), "the configuration error", WAIT)
+        await client.recorder.wait_until(
+            lambda: "unknown-source" in names_of(client.recorder.of(uri)[-1].diagnostics),
+            "the draft checked against no evidence", WAIT)
+    finally:
+        assert await harness.stop(client) == 0
