@@ -260,3 +260,22 @@ def test_a_huge_sparse_evidence_file_is_refused_by_its_size(tmp_path: Path) -> N
     assert finding["name"] == "unreadable-evidence"
     assert "3.0 GB" in finding["message"] and "64.0 MB limit" in finding["message"]
     assert report["drafts"][0]["status"] == "answered"
+
+
+# -- small decisions ------------------------------------------------------------------------------
+
+
+def test_front_matter_dates_in_the_wrong_order_and_invisible_doc_ids_are_invalid(tmp_path: Path) -> None:
+    ws = workspace(tmp_path, **{
+        "evidence/backwards.md": ("---\ndoc_id: backwards\neffective_from: 2026-06-01\n"
+                                  "effective_until: 2026-01-31\n---\n- 活动时间：周五 🎉\r\n"),
+        "evidence/zwsp.md": "---\ndoc_id: sched\u200bule\n---\n- 活动时间：周六\n",
+    })
+    report = json.loads(grounding(ws, "check", "--format", "json").stdout)
+    found = {e["path"]: e["diagnostics"] for e in report["evidence"]}
+    (dates,) = found["evidence/backwards.md"]
+    assert dates["name"] == "invalid-front-matter" and dates["line"] == 4
+    assert "2026-01-31 is earlier than effective_from 2026-06-01" in dates["message"]
+    (zwsp,) = found["evidence/zwsp.md"]
+    assert zwsp["name"] == "invalid-front-matter" and "'sched\\u200bule'" in zwsp["message"]
+    assert report["drafts"][0]["status"] == "answered"
