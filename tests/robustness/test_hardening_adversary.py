@@ -279,3 +279,17 @@ def test_front_matter_dates_in_the_wrong_order_and_invisible_doc_ids_are_invalid
     (zwsp,) = found["evidence/zwsp.md"]
     assert zwsp["name"] == "invalid-front-matter" and "'sched\\u200bule'" in zwsp["message"]
     assert report["drafts"][0]["status"] == "answered"
+
+
+def test_a_stale_citation_whose_newer_version_is_revoked_says_so(tmp_path: Path) -> None:
+    newer = SCHEDULE.replace("doc_id: schedule\n", "doc_id: schedule\nversion: 2\nstatus: revoked\n")
+    first = SCHEDULE.replace("doc_id: schedule\n", "doc_id: schedule\nversion: 1\n")
+    ws = workspace(tmp_path, **{"evidence/schedule.md": first})
+    draft = DRAFT.replace(HASH[:12], sha256(first)[:12])
+    write_files(ws, {"answers/a.md": draft.replace("schedule@1:6", "schedule@1:7")})
+    assert grounding(ws, "check").returncode == 0
+    write_files(ws, {"evidence/schedule.md": newer})
+    report = json.loads(grounding(ws, "check", "--format", "json").stdout)
+    (stale,) = [d for d in report["drafts"][0]["diagnostics"] if d["name"] == "stale-citation"]
+    assert "version 2 of 'schedule' is newer and not active either (it is revoked" in stale["message"]
+    assert "is current" not in stale["message"]
