@@ -924,6 +924,9 @@ def _split_line(raw: str, line_no: int, start: int, refs: list[tuple[str, int, i
         yield Sentence(text, Span.line(line_no, s, e), tuple(sentence_refs))
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _read_draft_front_matter(draft: ParsedDraft, content: str) -> None:
     """Fill question/fields/subject/context from YAML; bad keys are malformed-citation on line 1."""
     def malformed(message: str) -> None:
@@ -940,8 +943,17 @@ def _read_draft_front_matter(draft: ParsedDraft, content: str) -> None:
     if front_matter_too_deep(content):
         malformed("nested too deeply to read")
         return
+    surrogate = _LONE_SURROGATE.search(content)
+    if surrogate is not None:  # an editor buffer can hold one; YAML's C reader cannot
+        row = content.count("\n", 0, surrogate.start()) + 2  # the front matter starts on line 2
+        malformed(f"line {row} holds a lone surrogate U+{ord(surrogate[0]):04X} (half of a character such as"
+                  " an emoji, e.g. from a broken paste); retype that character")
+        return
     try:
         node = yaml.compose(content, Loader=YAML_LOADER)
+    except (UnicodeError, ValueError) as exc:  # what the YAML reader cannot take at all
+        malformed(f"cannot be read ({type(exc).__name__})")
+        return
     except yaml.YAMLError as exc:
         malformed(f"not valid YAML ({getattr(exc, 'problem', None) or exc})")
         return

@@ -212,11 +212,17 @@ FIELD_HEAD = 8
 """Code points of a field name kept in ``fields.head`` (prefix lookups, "did you mean")."""
 
 
+class NewerLayout(Exception):
+    """The database's ``PRAGMA user_version`` is above :data:`LAYOUT`: a newer Grounding wrote
+    it. Nothing is written to it (never migrated down, never replaced).
+    """
+
+
 class SqliteBackend:
     """Connections and SQLite-only operations of one index database (see module docstring).
 
-    Raises ``sqlite3.Error`` or ``OSError`` when the file cannot be opened; the store turns
-    them into its own error.
+    Raises ``sqlite3.Error`` or ``OSError`` when the file cannot be opened, and
+    :class:`NewerLayout` for a newer layout; the store turns them into its own errors.
     """
 
     def __init__(self, path: str) -> None:
@@ -230,6 +236,12 @@ class SqliteBackend:
         self._local = threading.local()
         self._closed = False
         self.writer = self._connect(readonly=False)
+        layout = int(self.writer.execute("PRAGMA user_version").fetchone()[0])
+        if layout > LAYOUT:  # read before anything is written, even the journal mode
+            self.writer.close()
+            raise NewerLayout(f"the index {path} was written by a newer Grounding (layout {layout});"
+                              f" this one reads layout {LAYOUT}. Upgrade Grounding, or name another"
+                              " index; the file is left as it is")
         self.writer.execute("PRAGMA journal_mode=WAL")
 
     def _connect(self, readonly: bool) -> sqlite3.Connection:

@@ -47,7 +47,7 @@ from .memory import MemoryEntry, MemoryEvent
 from .model import Finding, Location, Span
 from .scan import FileRow, Listing, StatKey, Unstable, finding_dict, finding_of
 from .sql_snapshot import DocumentCache, SqlSnapshot
-from .sqlite_backend import LINE_BITS, LINE_MASK, SqliteBackend
+from .sqlite_backend import LINE_BITS, LINE_MASK, NewerLayout, SqliteBackend
 
 ProgressCallback = Callable[[int, int, str], None]
 """Called as ``progress(done, total, path)`` while a scan reads files."""
@@ -67,6 +67,23 @@ walk_evidence = scanning.walk_evidence  # re-exported for callers of the old mod
 
 class IndexError_(RuntimeError):
     """The index database cannot be opened or is not a Grounding index."""
+
+
+class IndexBusy(IndexError_):
+    """Another process holds the index's write lock (it is indexing) longer than the scan
+    waited for it. The committed state stays readable: :meth:`Store.snapshot` and
+    :meth:`Store.evidence_findings` answer from it without the lock.
+    """
+
+
+class IndexTooNew(IndexError_):
+    """The index was written by a newer Grounding (a higher layout): refused, never written
+    and never replaced by an in-memory index (docs/decisions.md, "Index").
+    """
+
+
+LOCK_WAIT_S = 30.0
+"""How long a scan waits, by default, for another process's write lock (SQLite busy timeout)."""
 
 
 @dataclass
@@ -133,6 +150,11 @@ class Store:
         self._latest: tuple[int, SqlSnapshot] | None = None
         try:
             self.backend = SqliteBackend(path)
+        except NewerLayout as exc:
+            raise IndexTooNew(str(exc)) from None
+        except (sqlite3.Error, OSError) as exc:
+            raise IndexError_(f"cannot open the index {path}: {exc}") from exc
+        try:
             migrated = self.backend.create_schema()
             self._ensure_derived(force=migrated, queue_fts=migrated)
         except (sqlite3.Error, OSError) as exc:
@@ -305,7 +327,8 @@ class Store:
     # -- scanning ------------------------------------------------------------------------------
 
     def scan(self, config: Config, progress: ProgressCallback | None = None,
-             paths: Iterable[str] | None = None, settle: float = scanning.SETTLE_BUDGET_S) -> ScanResult:
+             paths: Iterable[str] | None = None, settle: float = scanning.SETTLE_BUDGET_S,
+             lock_wait: float = LOCK_WAIT_S) -> ScanResult:
         """Bring the index up to date with the evidence folder (SPEC §3, §4).
 
         ``paths`` (relative to the evidence root, from a file watcher): look only at those
@@ -315,16 +338,27 @@ class Store:
         scan waits up to ``settle`` seconds in all; 0: not at all); one that keeps changing,
         or changes while read, is listed in :attr:`ScanResult.unstable` and not indexed from
         that read (read it again later). Appends events only when content changed. Never
-        writes evidence files. Raises FileNotFoundError when the evidence root does not exist.
+        writes evidence files. Raises FileNotFoundError when the evidence root does not exist,
+        and :class:`IndexBusy` when another process holds the write lock for more than
+        ``lock_wait`` seconds (nothing was written; the committed state is still readable).
         """
         root = config.evidence_root
         if not root.is_dir():
             raise FileNotFoundError(f"evidence folder {root} does not exist")
         listing = scanning.walk_evidence(config) if paths is None else scanning.resolve_paths(config, paths)
         with self._lock:
-            self._ensure_derived()
             conn = self.backend.writer
-            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(f"PRAGMA busy_timeout = {max(int(lock_wait * 1000), 0)}")
+            try:
+                self._ensure_derived()
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                raise IndexBusy(f"another process is writing the index {self.path} (probably indexing);"
+                                f" it kept the write lock for more than {lock_wait:g} s") from exc
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {int(LOCK_WAIT_S * 1000)}")
             try:
                 result = _Scan(self, conn, config, listing, progress, settle).run()
                 conn.execute("COMMIT")
@@ -867,5 +901,5 @@ def record_location(config: Config, record: VersionRecord, line: int) -> Locatio
     return Location(config.evidence_display(record.path), line)
 
 
-__all__ = ["IndexError_", "ProgressCallback", "ScanResult", "Store", "event_of", "fts_rows",
+__all__ = ["IndexBusy", "IndexError_", "IndexTooNew", "ProgressCallback", "ScanResult", "Store", "event_of", "fts_rows",
            "record_location", "walk_evidence"]

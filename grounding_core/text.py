@@ -181,3 +181,31 @@ def _char_list(chars: Sequence[str]) -> str:
     items = [char_name(c) for c in chars[:3]]
     more = f" and {len(chars) - 3} more" if len(chars) > 3 else ""
     return ", ".join(items) + more
+
+
+def printable_path(path: str) -> str:
+    """``path`` with the bytes of an undecodable file name shown as ``\\xNN``.
+
+    A name read from disk that is not valid UTF-8 (GBK or Latin-1 from an unzipped Windows
+    archive) arrives from ``os`` with surrogate escapes (``os.fsdecode``); such a string
+    cannot be printed, stored in SQLite or hashed. Returns the path unchanged when it is
+    valid (``"caf\\udce9.md"`` gives ``"caf\\\\xe9.md"``, ten characters).
+    """
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        pass
+    try:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that no decoder escaped
+        return path.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def is_printable_path(path: str) -> bool:
+    """True when ``path`` holds no surrogate (it is valid UTF-8 text); see :func:`printable_path`."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

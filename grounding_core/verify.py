@@ -393,7 +393,10 @@ def _check_claim(
         else:
             hint = ("The cited line no longer exists verbatim in the current version; re-read it and"
                     " cite the current line.")
-        message = f"{cid} cites version {ref.version}, but version {newest} of '{ref.doc_id}' is current"
+        message = (f"{cid} cites version {ref.version}, but version {newest} of '{ref.doc_id}' is newer and"
+                   f" not active either ({current_inactive}): no version of it supports an answer"
+                   if current_inactive else
+                   f"{cid} cites version {ref.version}, but version {newest} of '{ref.doc_id}' is current")
         stale_related = [Location(config.evidence_display(current.path), 1, f"current version {newest}")]
         moved = None if fix or current_inactive else _same_field_now(claim, state, current, record)
         if moved is not None:

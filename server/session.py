@@ -647,8 +647,11 @@ async def _awaited(session: Session, awaitable: Awaitable[T]) -> T:
 
 
 def _fs_path(uri: str) -> Path | None:
+    """The file-system path of a ``file:`` URI, or None (not a file URI, or one holding a NUL
+    such as ``%00``, which no file name can hold).
+    """
     path = to_fs_path(uri)
-    return Path(path) if path else None
+    return Path(path) if path and "\0" not in path else None
 
 
 def _relative(path: Path, base: Path) -> str | None:

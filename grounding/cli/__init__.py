@@ -20,7 +20,7 @@ from typing import Any
 
 from grounding_core.config import ConfigError, find_workspace_root
 from grounding_core.model import FIRST_LINE, DraftReport, Finding, Severity, Status
-from grounding_core.store import IndexError_, ScanResult
+from grounding_core.store import LOCK_WAIT_S, IndexBusy, IndexError_, ScanResult
 from grounding_core.text import shorten
 from grounding_core.workspace import Workspace
 
@@ -102,7 +102,8 @@ def _parser() -> argparse.ArgumentParser:
     answer.add_argument("--format", choices=("md", "json"), default="md")
     answer.set_defaults(run=cmd_answer)
 
-    log = sub.add_parser("log", help="list the index's events (seq, kind, doc_id, version, path, time) for --at N")
+    log = sub.add_parser("log", help="list the index's events (seq, kind, doc_id, version, path, time) for --at N;"
+                         " read-only (run `grounding index` first to bring it up to date)")
     common(log)
     log.add_argument("--doc", metavar="DOC_ID", help="only this document's events")
     log.add_argument("--format", choices=("text", "json"), default="text")
@@ -146,9 +147,27 @@ def open_workspace(args: argparse.Namespace) -> Workspace:
     return ws
 
 
+READ_LOCK_WAIT_S = 5.0
+"""How long a reading command (``check``, ``conflicts``) waits for another process's write
+lock before it answers from the index as last committed (docs/decisions.md, "Index")."""
+
+
 def _scan(ws: Workspace, show_progress: bool) -> ScanResult:
+    """Update the index; when another process holds its write lock (it is indexing) for more
+    than :data:`READ_LOCK_WAIT_S`, say so on stderr and use the last committed state.
+    """
+    try:
+        return _scan_now(ws, show_progress)
+    except IndexBusy as exc:
+        result = ws.committed()
+        print(f"grounding: warning: {exc}; checking against the index as last committed"
+              f" ({result.snapshot.seq} events): evidence changed since is not seen", file=sys.stderr)
+        return result
+
+
+def _scan_now(ws: Workspace, show_progress: bool, lock_wait: float = READ_LOCK_WAIT_S) -> ScanResult:
     if not show_progress:
-        return ws.scan()
+        return ws.scan(lock_wait=lock_wait)
     from rich.progress import Progress
 
     with Progress(transient=True, console=_stderr_console()) as bar:
@@ -157,7 +176,7 @@ def _scan(ws: Workspace, show_progress: bool) -> ScanResult:
         def progress(done: int, total: int, path: str) -> None:
             bar.update(task, completed=done, total=total, description=f"indexing {path[-40:]}")
 
-        return ws.scan(progress)
+        return ws.scan(progress, lock_wait=lock_wait)
 
 
 def _stderr_console() -> Any:
@@ -171,6 +190,10 @@ def _stderr_console() -> Any:
 
 def cmd_check(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
+    if args.at is not None and ws.fallback:
+        raise UsageError(f"--at {args.at}: the index could not be opened, and the in-memory index"
+                         " used instead holds only this run's events, so event numbers from"
+                         " `grounding log` mean nothing here; repair or rebuild the index first")
     scan = _scan(ws, sys.stderr.isatty() and args.format == "text")
     snapshot = scan.snapshot
     if args.at is not None:
@@ -414,7 +437,7 @@ def cmd_cite(args: argparse.Namespace) -> int:
 
 def cmd_index(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
-    scan = _scan(ws, sys.stderr.isatty() and args.format == "text")
+    scan = _scan_now(ws, sys.stderr.isatty() and args.format == "text", LOCK_WAIT_S)  # IndexBusy: exit 2
     ws.store.build_fts()  # `grounding index` leaves a complete index: full-text rows included
     snapshot = scan.snapshot
     today = ws.today()
@@ -452,15 +475,15 @@ def cmd_index(args: argparse.Namespace) -> int:
 def cmd_log(args: argparse.Namespace) -> int:
     """``grounding log``: every event (SPEC §4, §9), so ``check --at N`` can be chosen.
 
-    Scans first (like every command), so the log is up to date with the evidence folder.
+    Read-only: it never scans, so it never appends (run ``grounding index`` or ``check`` to
+    bring the log up to date). Paths are printed as stored: relative to the evidence folder
+    each file was read from (an earlier ``--evidence`` may have named another one).
     """
     ws = open_workspace(args)
-    ws.scan()
     entries = ws.store.log_entries(args.doc)
     if args.format == "json":
         print(json.dumps([{"seq": e.seq, "kind": e.kind, "doc_id": e.doc_id, "version": e.version,
-                           "sha256": e.sha256, "path": ws.config.evidence_display(e.path) if e.path else "",
-                           "reason": e.reason, "recorded_at": e.recorded_at,
+                           "sha256": e.sha256, "path": e.path, "reason": e.reason, "recorded_at": e.recorded_at,
                            **({"memory": json.loads(e.data)} if e.data else {})} for e in entries],
                          ensure_ascii=False, indent=1))
         return EXIT_OK
@@ -472,7 +495,7 @@ def cmd_log(args: argparse.Namespace) -> int:
             print(f"{e.seq:>6}  {e.recorded_at}  {e.kind:<6}  memory:{event.scope}/{event.key}"
                   f"  {event.describe()}")
             continue
-        where = ws.config.evidence_display(e.path) if e.path else ""
+        where = e.path
         detail = f" sha256:{e.sha256[:12]} {where}" if e.kind == "import" else f" ({e.reason})"
         print(f"{e.seq:>6}  {e.recorded_at}  {e.kind:<6}  {e.doc_id}@{e.version}{detail}")
     if not entries:
@@ -484,7 +507,7 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 def cmd_conflicts(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
-    snapshot = ws.scan().snapshot
+    snapshot = _scan(ws, False).snapshot
     from grounding_core.conflicts import all_conflicts
 
     conflicts = all_conflicts(snapshot, ws.today())
