@@ -286,7 +286,8 @@ def cite_document(snapshot: IndexSnapshot, doc_id: str, today: dt.date, grep: st
 def search_citations(snapshot: IndexSnapshot, query: str, today: dt.date, limit: int = 20) -> CiteResult:
     """Citations of active lines matching ``query`` across the corpus, best first (SPEC §4 FTS).
 
-    Every whitespace-separated term must occur in the line. Hits on inactive documents, meta
+    Every whitespace-separated term must occur in the line, compared after Unicode NFKC on
+    both sides (``７天`` finds ``7天`` and back; see :meth:`IndexSnapshot.search`). Hits on inactive documents, meta
     fields or lines the snapshot does not know are listed in ``skipped``. Raises ``no-match`` when
     nothing citable matches. ``limit`` caps the citations returned.
     """
@@ -305,7 +306,8 @@ def search_citations(snapshot: IndexSnapshot, query: str, today: dt.date, limit:
         why = "; ".join(s.message for s in skipped[:3])
         raise CiteError("no-match",
                         f"no active evidence line contains '{shorten(query)}'" + (f" ({why})" if why else ""),
-                        "search for a shorter text; terms are matched as written, each one must occur")
+                        "search for a shorter text: each space-separated term must occur in the line"
+                        " (compared after NFKC, so ７天 finds 7天)")
     return CiteResult(tuple(citations), tuple(skipped))
 
 
