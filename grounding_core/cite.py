@@ -129,14 +129,21 @@ def active_record(snapshot: IndexSnapshot, doc_id: str, today: dt.date, version:
                         f"'{doc_id}' has no indexed version {version}; the newest is {newest}",
                         f"cite {doc_id}@{newest}")
     if version is not None and version < newest:
+        from .verify import duplicate_hint, duplicate_note
+
+        duplicate = duplicate_note(versions[version], versions[newest])
         raise CiteError("stale-citation",
                         f"{doc_id}@{version} is not current: version {newest} supersedes it, and only the"
-                        " current version can support an answer",
-                        f"cite {doc_id}@{newest} (or leave the version out)")
+                        " current version can support an answer" + (f" ({duplicate})" if duplicate else ""),
+                        duplicate_hint(versions[version], versions[newest]) if duplicate
+                        else f"cite {doc_id}@{newest} (or leave the version out)")
     record = versions[newest]
     reason = snapshot.inactive_reason(record, today)
     if reason is not None:
+        from .verify import deleted_duplicate_hint
+
         raise CiteError("inactive-source", f"{doc_id}@{newest} is not active: {reason}",
+                        deleted_duplicate_hint(versions) or
                         "revoked, deleted, expired and not-yet-effective documents never support an answer;"
                         " cite another source")
     return record

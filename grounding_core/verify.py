@@ -12,7 +12,7 @@ cost follows the draft (its citations and checked keys), never the corpus.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from .config import Config
@@ -372,8 +372,12 @@ def _check_claim(
         else:
             hint = ("The cited line no longer exists verbatim in the current version; re-read it and"
                     " cite the current line.")
+        duplicate = duplicate_note(record, current, config.evidence_display)
+        if duplicate and record is not None:
+            hint = duplicate_hint(record, current, config.evidence_display) + "."
         add("stale-citation",
-            f"{cid} cites version {ref.version}, but version {newest} of '{ref.doc_id}' is current",
+            f"{cid} cites version {ref.version}, but version {newest} of '{ref.doc_id}' is current"
+            + (f" ({duplicate})" if duplicate else ""),
             hint=hint,
             fix=fix,
             related=(Location(config.evidence_display(current.path), 1, f"current version {newest}"),),
@@ -385,8 +389,10 @@ def _check_claim(
         reason = state.inactive_reason(record, today)
         if reason is not None:
             supported = False
+            revived = deleted_duplicate_hint(versions, config.evidence_display)
             add("inactive-source", f"{ref.doc_id}@{ref.version} is not active: {reason}",
-                hint="Cite an active source instead; revoked, deleted, expired and not-yet-effective"
+                hint=(revived + ".") if revived else
+                "Cite an active source instead; revoked, deleted, expired and not-yet-effective"
                 " documents never support an answer.")
     doc = state.document(record)
     result.record, result.doc = record, doc
@@ -483,6 +489,45 @@ def record_subject(doc: EvidenceDocument, record: VersionRecord) -> str | None:
     else from the document (which may read every field line to find it).
     """
     return record.subject if record.line_count >= 0 else doc.subject
+
+
+
+def duplicate_note(cited: VersionRecord | None, current: VersionRecord,
+                   display: Callable[[str], str] = str) -> str:
+    """Why ``current`` superseded a declared version from another file (SPEC §3), or "".
+
+    An undeclared version from another path than the declared one cited is what a stray file
+    sharing the doc_id makes: the index numbers it as the next version (``duplicate-doc-id``).
+    """
+    if cited is None or current.declared or not cited.declared or cited.path == current.path:
+        return ""
+    return (f"{display(current.path)} declares no version but shares doc_id '{current.doc_id}' with"
+            f" {display(cited.path)}, a duplicate-doc-id: the index numbered it version {current.version}"
+            + (", and it is deleted" if current.revoked and current.reason == "deleted" else ""))
+
+
+def duplicate_hint(cited: VersionRecord, current: VersionRecord, display: Callable[[str], str] = str) -> str:
+    """What to do about :func:`duplicate_note` (a sentence without the final stop): the log
+    keeps the stray version as the newest known one (SPEC §4), so only a higher declared
+    version makes the declared file's content current again.
+    """
+    start = f"Declare `version: {current.version + 1}` in {display(cited.path)} to make its content current again"
+    if current.revoked and current.reason == "deleted":
+        return start + f" (the deleted file's version {current.version} stays the newest known)"
+    return (start + f", and give {display(current.path)} its own doc_id if it is a stray copy (deleting or"
+            f" renaming it alone leaves {cited.doc_id}@{cited.version} superseded)")
+
+
+def deleted_duplicate_hint(versions: Mapping[int, VersionRecord], display: Callable[[str], str] = str) -> str:
+    """:func:`duplicate_hint` for an inactive newest version that a deleted stray file made,
+    naming the newest declared version still on disk, or "".
+    """
+    newest = versions[max(versions)]
+    if newest.declared or not (newest.revoked and newest.reason == "deleted"):
+        return ""
+    older = [r for v, r in sorted(versions.items(), reverse=True)
+             if r.declared and not r.revoked and r.path != newest.path]
+    return duplicate_hint(older[0], newest, display) if older else ""
 
 
 def _reanchor(claim: Claim, state: IndexSnapshot, current: VersionRecord,
