@@ -29,8 +29,8 @@ def test_a_stray_duplicate_that_supersedes_a_declared_version_is_named_in_stale_
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     write_files(tmp_path, {"grounding.toml": "", "evidence/b.md": DECLARED})
     assert run(capsys, tmp_path, "index")[0] == 0
-    write_files(tmp_path, {"evidence/a.md": STRAY,
-                           "answers/x.md": f'时间是周一[^1]。\n\n[^1]: a@1:5 sha256:{sha256(DECLARED)[:12]} "- 时间：周一"\n'})
+    citation = f'[^1]: a@1:5 sha256:{sha256(DECLARED)[:12]} "- 时间：周一"'
+    write_files(tmp_path, {"evidence/a.md": STRAY, "answers/x.md": f"时间是周一[^1]。\n\n{citation}\n"})
     code, out, _ = run(capsys, tmp_path, "check", "--format", "json")
     (stale,) = [d for d in json.loads(out)["drafts"][0]["diagnostics"] if d["name"] == "stale-citation"]
     assert "evidence/a.md declares no version but shares doc_id 'a' with evidence/b.md" in stale["message"]

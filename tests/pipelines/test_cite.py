@@ -172,7 +172,8 @@ def test_grep_across_documents_matches_after_nfkc_on_both_sides(
     doc_id, line = expected
     assert out.startswith(f"[^1]: {doc_id}@") and f":{line} sha256:" in out.splitlines()[0]
     # the quote is the line as written, never its NFKC form
-    raw = FULL_WIDTH.split("\r\n")[line - 1] if doc_id == "hotline" else line_of(doc_id, 2 if doc_id == "schedule" else 1, line)
+    version = 2 if doc_id == "schedule" else 1
+    raw = FULL_WIDTH.split("\r\n")[line - 1] if doc_id == "hotline" else line_of(doc_id, version, line)
     assert out.splitlines()[0].endswith(f'"{raw}"')
 
 
@@ -186,7 +187,8 @@ def test_a_corpus_grep_that_matches_nothing_says_how_terms_are_compared(
 def test_an_index_with_full_text_rows_as_written_is_refolded_on_open(
         capsys: pytest.CaptureFixture[str], pipeline_root: Path) -> None:
     """An index built before the rows were NFKC-folded (raw rows, no ``fts_form``) is re-queued
-    on open, so the next search finds full-width lines from a half-width query."""
+    on open, so the next search finds full-width lines from a half-width query.
+    """
     import sqlite3
 
     from grounding_core.store import fts_rows
