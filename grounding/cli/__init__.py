@@ -136,9 +136,26 @@ def open_workspace(args: argparse.Namespace) -> Workspace:
     if ws.warning:
         print(f"grounding: warning: {ws.warning}", file=sys.stderr)
     if not ws.config.evidence_root.is_dir():
+        if args.root is None and ws.config.source == "defaults" and not args.evidence:
+            raise UsageError(f"no grounding.toml (or [tool.grounding] in pyproject.toml) in {root} or any"
+                             f" folder above it, and {root} has no evidence folder: {_workspace_hint(root)}")
         raise UsageError(f"evidence folder {ws.config.evidence_root} does not exist"
                          " (set 'evidence' in grounding.toml or pass --evidence)")
     return ws
+
+
+def _workspace_hint(folder: Path) -> str:
+    """How to name the workspace: ``--root`` with the subfolders of ``folder`` that hold a
+    ``grounding.toml`` (one level, at most 3 named), or the general advice.
+    """
+    try:
+        found = sorted(p.name for p in folder.iterdir() if (p / "grounding.toml").is_file())[:3]
+    except OSError:
+        found = []
+    if found:
+        names = " or ".join(f"--root {name}" for name in found)
+        return f"pass {names} (or cd into it), or run from inside a workspace"
+    return "pass --root WORKSPACE (the folder holding grounding.toml), or cd into the workspace"
 
 
 def _scan(ws: Workspace, show_progress: bool) -> ScanResult:

@@ -59,3 +59,26 @@ def test_the_ci_job_uploads_sarif_produced_with_a_baseline() -> None:
 def readme_precommit_config() -> str:
     """The README's ``repo: local`` pre-commit configuration (used by test_precommit.py)."""
     return fence_with("yaml", "repo: local")
+
+
+def test_the_getting_a_citation_commands_run_as_pasted_from_the_repository_root(tmp_path: Path) -> None:
+    """The README's citation commands, pasted into a shell at the repository root, all succeed
+    (its ``cd examples`` included) and print verified citations.
+    """
+    shutil.copytree(REPO / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns(".grounding"))
+    block = fence_with("sh", "grounding cite schedule:14")
+    assert block.splitlines()[0].startswith("cd examples")
+    bindir = Path(sys.executable).parent
+    out = subprocess.run(["bash", "-e", "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         env={"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    assert "[^1]: schedule@2:14 sha256:3baa5fea5284" in out.stdout
+    assert '"- 退货期限：签收后15天内"' in out.stdout
+
+
+def test_a_command_outside_any_workspace_says_no_grounding_toml_was_found_and_names_root(tmp_path: Path) -> None:
+    shutil.copytree(REPO / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns(".grounding"))
+    out = subprocess.run([sys.executable, "-m", "grounding.cli", "cite", "evidence/events/open-day-schedule.md:14"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert "no grounding.toml" in out.stderr and "--root examples" in out.stderr
