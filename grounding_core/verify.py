@@ -530,6 +530,17 @@ def deleted_duplicate_hint(versions: Mapping[int, VersionRecord], display: Calla
     return duplicate_hint(older[0], newest, display) if older else ""
 
 
+def same_line_in(doc: EvidenceDocument, text: str, near: int) -> int | None:
+    """The 1-based body line of ``doc`` whose text is exactly ``text`` (the re-anchor target of
+    a line cited at ``near`` in another version): the same number if it matches, else the
+    nearest, the earlier on a tie; None when no body line is ``text`` or ``text`` is blank.
+    """
+    if not text.strip():
+        return None
+    matches = [i for i, line in enumerate(doc.lines, 1) if line == text and not doc.is_front_matter_line(i)]
+    return min(matches, key=lambda i: (abs(i - near), i)) if matches else None
+
+
 def _reanchor(claim: Claim, state: IndexSnapshot, current: VersionRecord,
               record: VersionRecord | None) -> Edit | None:
     """A re-anchor edit when the cited line still exists verbatim in the current version.
@@ -547,13 +558,9 @@ def _reanchor(claim: Claim, state: IndexSnapshot, current: VersionRecord,
             wanted = old_doc.lines[claim.citation.line - 1]
     if wanted is None:
         return None
-    doc = state.document(current)
-    matches = [i for i, text in enumerate(doc.lines, 1) if text == wanted
-               and not doc.is_front_matter_line(i)]
-    if not matches:
+    line = same_line_in(state.document(current), wanted, claim.citation.line)
+    if line is None:
         return None
-    # prefer the same line number, then the nearest
-    line = min(matches, key=lambda i: (abs(i - claim.citation.line), i))  # type: ignore[union-attr]
     new_id = f"{current.doc_id}@{current.version}:{line}"
     new_text = f'{new_id} sha256:{current.sha256[:12]} "{wanted}"'
     return Edit(claim.citation_span, new_text, f"Re-anchor to {new_id}")

@@ -47,3 +47,37 @@ def test_a_stray_duplicate_that_supersedes_a_declared_version_is_named_in_stale_
     write_files(tmp_path, {"evidence/b.md": DECLARED.replace("version: 1", "version: 3")})
     code, out, _ = run(capsys, tmp_path, "cite", "a:5")
     assert code == 0 and out.startswith("[^1]: a@3:5 ") and "周一" in out
+
+
+# -- 4. a superseded version's line names the same line in the current version -----------------
+
+SHIPPING_V1 = "---\r\ndoc_id: shipping\r\nversion: 1\r\n---\r\n- 发货时间：付款后48小时内 🎉\r\n- 运费：满99元包邮\r\n"
+SHIPPING_V2 = ("---\r\ndoc_id: shipping\r\nversion: 2\r\n---\r\n# 配送说明\r\n\r\n1. 配送范围：全国𠮷\r\n"
+               "- 运费：满99元包邮\r\n- 发货时间：付款后24小时内\r\n")
+
+
+@pytest.fixture
+def shipping(tmp_path: Path) -> Path:
+    write_files(tmp_path, {"grounding.toml": "", "evidence/archive/shipping-v1.md": SHIPPING_V1,
+                           "evidence/shipping.md": SHIPPING_V2})
+    return tmp_path
+
+
+@pytest.mark.parametrize("target", ["shipping@1:6", "evidence/archive/shipping-v1.md:6"])
+def test_cite_of_a_superseded_line_names_the_line_check_re_anchors_to(
+        capsys: pytest.CaptureFixture[str], shipping: Path, target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(shipping)
+    code, _, err = run(capsys, shipping, "cite", target)
+    assert code == 1 and "GR104" in err
+    assert "the same line is shipping@2:8: grounding cite shipping:8" in err
+    assert "leave the version out" not in err
+    write_files(shipping, {"answers/x.md": '运费满99元包邮[^1]。\n\n[^1]: shipping@1:6 sha256:00000000 "- 运费：满99元包邮"\n'})
+    _, out, _ = run(capsys, shipping, "check")
+    assert "Re-anchor to shipping@2:8" in out
+
+
+def test_cite_of_a_superseded_line_that_changed_never_says_leave_the_version_out(
+        capsys: pytest.CaptureFixture[str], shipping: Path) -> None:
+    code, _, err = run(capsys, shipping, "cite", "shipping@1:5")
+    assert code == 1 and "GR104" in err and "cite shipping@2" in err
+    assert "leave the version out" not in err and "another number" in err
