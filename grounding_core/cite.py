@@ -170,7 +170,8 @@ def cite_line(snapshot: IndexSnapshot, doc_id: str, line: int, today: dt.date, v
 def _same_line_hint(snapshot: IndexSnapshot, doc_id: str, version: int, line: int) -> str:
     """"the same line is DOC@V:N: grounding cite DOC:N" when ``line`` of the superseded
     ``version`` still exists verbatim in the current one (the line ``grounding check`` re-anchors
-    to, :func:`grounding_core.verify.same_line_in`), else ""."""
+    to, :func:`grounding_core.verify.same_line_in`), else "".
+    """
     from .verify import same_line_in
 
     old, newest = snapshot.record(doc_id, version), snapshot.newest(doc_id)

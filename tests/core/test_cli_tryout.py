@@ -71,7 +71,8 @@ def test_cite_of_a_superseded_line_names_the_line_check_re_anchors_to(
     assert code == 1 and "GR104" in err
     assert "the same line is shipping@2:8: grounding cite shipping:8" in err
     assert "leave the version out" not in err
-    write_files(shipping, {"answers/x.md": '运费满99元包邮[^1]。\n\n[^1]: shipping@1:6 sha256:00000000 "- 运费：满99元包邮"\n'})
+    stale = '[^1]: shipping@1:6 sha256:00000000 "- 运费：满99元包邮"'
+    write_files(shipping, {"answers/x.md": f"运费满99元包邮[^1]。\n\n{stale}\n"})
     _, out, _ = run(capsys, shipping, "check")
     assert "Re-anchor to shipping@2:8" in out
 
