@@ -254,15 +254,19 @@ def _output_budget(draft: ParsedDraft, valid: list[_ClaimResult], status: Status
     if reserve is not None and tokens > reserve:
         findings.append(Finding(
             "output-over-budget", FIRST_LINE,
-            f"the answer wire needs {tokens} output tokens ({config.encoding}, BOS/EOS included)"
-            f" but the reserve is {reserve}",
-            hint="Cite fewer lines or raise context.reserve.",
+            f"the answer needs {tokens} output tokens but the reserve is {reserve}: what is counted is the"
+            f" JSON answer this draft compiles to (SPEC §8: status, its {len(valid)} valid claim(s) with"
+            f" their quotes, ids and hashes, and missing_fields, {config.encoding}, +BOS/EOS), not the"
+            " Markdown prose",
+            hint="Cite fewer lines or raise context.reserve (`grounding check --format json` shows"
+                 " output_tokens).",
         ))
     elif (limit is not None and visibility is not None and visibility.input_tokens is not None
           and visibility.input_tokens + tokens > limit):
         findings.append(Finding(
             "output-over-budget", FIRST_LINE,
-            f"input {visibility.input_tokens} + output {tokens} tokens exceed the limit {limit}",
+            f"input {visibility.input_tokens} + output {tokens} tokens exceed the limit {limit} (input: the"
+            " prompt rendered from the context; output: the JSON answer this draft compiles to, SPEC §8)",
             hint="Raise context.limit or shorten the answer.",
         ))
     return tokens, reserve

@@ -82,3 +82,33 @@ def test_cite_of_a_superseded_line_that_changed_never_says_leave_the_version_out
     code, _, err = run(capsys, shipping, "cite", "shipping@1:5")
     assert code == 1 and "GR104" in err and "cite shipping@2" in err
     assert "leave the version out" not in err and "another number" in err
+
+
+# -- 5. what the output budget counts ------------------------------------------------------------
+
+SCHEDULE = "---\r\ndoc_id: schedule\r\nsubject: 开放日\r\n---\r\n- 活动时间：周六9:30 🎉\r\n- 地点：三楼报告厅𠮷\r\n"
+
+
+def test_an_output_budget_finding_on_a_markdown_draft_says_the_compiled_json_answer_is_counted(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    citation = f'[^1]: schedule@1:5 sha256:{sha256(SCHEDULE)[:12]} "- 活动时间：周六9:30 🎉"'
+    write_files(tmp_path, {"grounding.toml": "", "evidence/schedule.md": SCHEDULE,
+                           "answers/x.md": ("---\r\nfields: [活动时间]\r\ncontext: {units: [\"schedule@1\"], reserve: 60}\r\n"
+                                            f"---\r\n活动时间是周六9:30 🎉[^1]。\r\n\r\n{citation}\r\n")})
+    code, out, _ = run(capsys, tmp_path, "check", "--format", "json")
+    (budget,) = [d for d in json.loads(out)["drafts"][0]["diagnostics"] if d["name"] == "output-over-budget"]
+    assert code == 1
+    assert "JSON answer this draft compiles to" in budget["message"] and "1 valid claim(s)" in budget["message"]
+    assert "not the Markdown prose" in budget["message"] and "reserve is 60" in budget["message"]
+
+
+def test_grounding_answer_says_on_stderr_which_claims_the_reserve_dropped(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    write_files(tmp_path, {"grounding.toml": "", "evidence/schedule.md": SCHEDULE})
+    code, out, err = run(capsys, tmp_path, "answer", "--question", "开放日几点？", "--fields", "活动时间", "地点",
+                         "--reserve", "140")
+    assert code == 0
+    summary = [line for line in err.splitlines() if line.startswith("grounding: answer:")]
+    assert len(summary) == 1 and "1 claim(s) dropped for the output reserve (schedule@1:6)" in summary[0]
+    assert "raise --reserve" in summary[0] and "partial, 1 claim(s)" in summary[0]
+    assert "schedule@1:5" in out and "schedule@1:6" not in out.split("-->")[-1]
