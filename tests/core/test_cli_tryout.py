@@ -92,9 +92,9 @@ SCHEDULE = "---\r\ndoc_id: schedule\r\nsubject: 开放日\r\n---\r\n- 活动时�
 def test_an_output_budget_finding_on_a_markdown_draft_says_the_compiled_json_answer_is_counted(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     citation = f'[^1]: schedule@1:5 sha256:{sha256(SCHEDULE)[:12]} "- 活动时间：周六9:30 🎉"'
+    front = '---\r\nfields: [活动时间]\r\ncontext: {units: ["schedule@1"], reserve: 60}\r\n---\r\n'
     write_files(tmp_path, {"grounding.toml": "", "evidence/schedule.md": SCHEDULE,
-                           "answers/x.md": ("---\r\nfields: [活动时间]\r\ncontext: {units: [\"schedule@1\"], reserve: 60}\r\n"
-                                            f"---\r\n活动时间是周六9:30 🎉[^1]。\r\n\r\n{citation}\r\n")})
+                           "answers/x.md": f"{front}活动时间是周六9:30 🎉[^1]。\r\n\r\n{citation}\r\n"})
     code, out, _ = run(capsys, tmp_path, "check", "--format", "json")
     (budget,) = [d for d in json.loads(out)["drafts"][0]["diagnostics"] if d["name"] == "output-over-budget"]
     assert code == 1
