@@ -162,7 +162,7 @@ def _check(draft: ParsedDraft, snapshot: IndexSnapshot, config: Config, today: d
     missing = [f for f in required if f not in covered]
     for name, span in draft.fields:
         if name in missing and not any(c.field == name for c in gate.conflicts):
-            findings.append(_missing_field(name, span, results, snapshot, today))
+            findings.append(_missing_field(name, span, results, snapshot, today, findings, draft.kind == "json"))
     status = _status(gate, valid, missing)
     coverage = _coverage(results, keys.required, gate)
     tokens, reserve = _output_budget(draft, valid, status, missing, visibility, config, findings,
@@ -192,16 +192,26 @@ def _check(draft: ParsedDraft, snapshot: IndexSnapshot, config: Config, today: d
 
 
 def _missing_field(name: str, span: Span, results: list[_ClaimResult], snapshot: IndexSnapshot,
-                   today: dt.date) -> Finding:
-    """GR109, saying why: an invalid citation of the field, an unknown field name, or none."""
-    invalid = [r for r in results if r.field == name and not r.valid]
+                   today: dt.date, findings: list[Finding], json_answer: bool = False) -> Finding:
+    """GR109, saying why: an invalid citation of the field, an unknown field name, or none.
+
+    An invalid citation is named by the line (1-based) of the first finding reported on it, the
+    same place that finding is shown, and in a JSON answer also by its JSON Pointer (``/claims/N``,
+    0-based as RFC 6901 counts).
+    """
+    invalid = [r for r in results if not r.valid and (r.field or r.claim.json_field) == name]
     if invalid:
-        line = invalid[0].claim.citation_span.start_line + 1
+        claim = invalid[0].claim
+        line = _reported_line(claim, findings)
+        where = f"line {line}"
+        if json_answer:
+            where += f" (/claims/{next(i for i, r in enumerate(results) if r.claim is claim)})"
+        what = "claim" if json_answer else "citation"
         return Finding(
             "missing-field", span,
-            f"required field '{name}' is covered by no valid claim: the citation on line {line}"
-            " states it but is not valid",
-            hint=f"Fix the error reported on line {line}; this warning goes with it.")
+            f"required field '{name}' is covered by no valid claim: the {what} on {where} states it but is"
+            " not valid",
+            hint=f"Fix the error reported on {where}; this warning goes with it.")
     if not snapshot.has_field(name, today):
         close = snapshot.similar_field_names(name, today, n=1)
         return Finding(
@@ -210,10 +220,27 @@ def _missing_field(name: str, span: Span, results: list[_ClaimResult], snapshot:
             " that field",
             hint=(f"Did you mean '{close[0]}'?" if close else
                   "Check the field name against the evidence, or keep it to make the answer abstain on it."))
-    return Finding(
-        "missing-field", span, f"required field '{name}' is covered by no valid claim",
-        hint=f"Add a sentence stating '{name}' with a citation to an active evidence line, or remove"
-        " it from fields if the answer should abstain on it.")
+    if json_answer:
+        hint = (f"Add a claim whose field is '{name}', citing an active evidence line (`grounding cite"
+                f" --grep {name} --format json` prints one), or remove it from fields if the answer should"
+                " abstain on it.")
+    else:
+        hint = (f"Add a sentence stating '{name}' with a citation to an active evidence line, or remove"
+                " it from fields if the answer should abstain on it.")
+    return Finding("missing-field", span, f"required field '{name}' is covered by no valid claim", hint=hint)
+
+
+def _reported_line(claim: Claim, findings: list[Finding]) -> int:
+    """The 1-based line where the first finding about ``claim``'s citation is reported (the
+    citation's own line when there is none).
+    """
+    ref = claim.citation
+    first = claim.citation_span.start_line
+    last = max(claim.citation_span.end_line, claim.sentence_span.end_line)
+    start = min(first, claim.sentence_span.start_line)
+    lines = sorted(f.span.start_line for f in findings
+                   if ref is not None and f.citation == ref.id and start <= f.span.start_line <= last)
+    return (lines[0] if lines else first) + 1
 
 
 # -- output budget (§8) -------------------------------------------------------------------

@@ -112,3 +112,44 @@ def test_grounding_answer_says_on_stderr_which_claims_the_reserve_dropped(
     assert len(summary) == 1 and "1 claim(s) dropped for the output reserve (schedule@1:6)" in summary[0]
     assert "raise --reserve" in summary[0] and "partial, 1 claim(s)" in summary[0]
     assert "schedule@1:5" in out and "schedule@1:6" not in out.split("-->")[-1]
+
+
+# -- 6. JSON answers: missing-field names where the claim's error is reported --------------------
+
+def _json_answer(quote_2: str, evidence: str = SCHEDULE) -> str:
+    claims = [{"text": "活动时间：周六9:30 🎉", "quote": "- 活动时间：周六9:30 🎉"},
+              {"text": "地点：三楼报告厅𠮷", "quote": quote_2}]
+    for n, c in enumerate(claims, 5):
+        c.update({"id": f"schedule@1:{n}", "doc_id": "schedule", "version": 1, "line": n,
+                  "sha256": sha256(evidence), "field": c["text"].split("：")[0]})
+    answer = {"status": "answered", "claims": claims, "missing_fields": [], "fields": ["活动时间", "地点"]}
+    return json.dumps(answer, ensure_ascii=False, indent=1).replace("\n", "\r\n")
+
+
+def test_a_json_answer_s_missing_field_names_the_line_and_pointer_of_the_claim_s_error(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    write_files(tmp_path, {"grounding.toml": "", "evidence/schedule.md": SCHEDULE,
+                           "answers/a.answer.json": _json_answer("- 地点：三楼报告厅𠮷 ")})
+    _, out, _ = run(capsys, tmp_path, "check", "--format", "json")
+    diagnostics = json.loads(out)["drafts"][0]["diagnostics"]
+    first = min(d["line"] for d in diagnostics if d["name"] == "quote-mismatch")
+    (missing,) = [d for d in diagnostics if d["name"] == "missing-field"]
+    where = f"line {first} (/claims/1)"
+    assert f"the claim on {where} states it" in missing["message"]
+    assert missing["hint"] == f"Fix the error reported on {where}; this warning goes with it."
+    opening = _json_answer("x").split("\r\n").index("  {", 10) + 1   # the claim's "{" line
+    assert first != opening
+
+
+def test_a_json_answer_missing_a_field_is_told_to_add_a_claim(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    evidence = SCHEDULE + "- 报名方式：现场\r\n"
+    text = json.loads(_json_answer("- 地点：三楼报告厅𠮷", evidence))
+    text["fields"].append("报名方式")
+    write_files(tmp_path, {"grounding.toml": "", "evidence/schedule.md": evidence,
+                           "answers/a.answer.json": json.dumps(text, ensure_ascii=False)})
+    _, out, _ = run(capsys, tmp_path, "check", "--format", "json")
+    diagnostics = json.loads(out)["drafts"][0]["diagnostics"]
+    missing = next(d for d in diagnostics if d["name"] == "missing-field")
+    assert [d["name"] for d in diagnostics].count("missing-field") == 1, diagnostics
+    assert missing["hint"].startswith("Add a claim whose field is '报名方式'") and "sentence" not in missing["hint"]
