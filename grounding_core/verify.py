@@ -637,10 +637,26 @@ def _claim_value(result: _ClaimResult, findings: list[Finding]) -> None:
     findings.append(Finding(
         "claim-value-mismatch", result.claim.sentence_span,
         f"the sentence does not restate the cited value '{shorten(result.value)}' of"
-        f" '{shorten(result.field or '')}'",
+        f" '{shorten(result.field or '')}': {_value_difference(value, sentence)}",
         hint="State the cited value in the sentence, or cite the line that supports what it says.",
         citation=result.claim.citation.id if result.claim.citation else None,
     ))
+
+
+def _value_difference(value: str, sentence: str) -> str:
+    """What of ``value`` the sentence lacks, both compared as SPEC §7.3 does (NFKC, whitespace
+    removed): the part between the longest prefix and the longest suffix of ``value`` that occur
+    in ``sentence`` (bounded: values over 200 code points get no detail).
+    """
+    if len(value) > 200:
+        return "it is not in the sentence (compared after NFKC, spaces removed)"
+    head = next((n for n in range(len(value) - 1, 0, -1) if value[:n] in sentence), 0)
+    tail = next((n for n in range(len(value) - head - 1, 0, -1) if value[-n:] in sentence), 0)
+    missing = value[head:len(value) - tail]
+    if not head and not tail:
+        return f"none of '{shorten(value, 40)}' occurs in it (compared after NFKC, spaces removed)"
+    found = " and ".join(f"'{shorten(part, 30)}'" for part in (value[:head], value[len(value) - tail:]) if part)
+    return f"it has {found} but not '{shorten(missing, 40)}' (compared after NFKC, spaces removed)"
 
 
 # -- conflict gate (§7.4) and coverage (§7.5) ----------------------------------------------

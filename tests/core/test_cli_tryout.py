@@ -153,3 +153,23 @@ def test_a_json_answer_missing_a_field_is_told_to_add_a_claim(
     missing = next(d for d in diagnostics if d["name"] == "missing-field")
     assert [d["name"] for d in diagnostics].count("missing-field") == 1, diagnostics
     assert missing["hint"].startswith("Add a claim whose field is '报名方式'") and "sentence" not in missing["hint"]
+
+
+# -- 9. claim-value-mismatch says what differs ---------------------------------------------------
+
+TIME = "---\r\ndoc_id: s\r\n---\r\n- 活动时间：周四16:30 🎉\r\n"
+
+
+@pytest.mark.parametrize(("sentence", "difference"), [
+    ("活动时间是周三16:30 🎉", "it has '周' and '16:30🎉' but not '四'"),
+    ("活动时间是周四", "it has '周四' but not '16:30🎉'"),
+    ("活动在下午", "none of '周四16:30🎉' occurs in it"),
+])
+def test_a_claim_value_mismatch_says_which_part_of_the_value_the_sentence_lacks(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, sentence: str, difference: str) -> None:
+    citation = f'[^1]: s@1:4 sha256:{sha256(TIME)[:12]} "- 活动时间：周四16:30 🎉"'
+    write_files(tmp_path, {"grounding.toml": "", "evidence/s.md": TIME,
+                           "answers/a.md": f"{sentence}[^1]。\r\n\r\n{citation}\r\n"})
+    _, out, _ = run(capsys, tmp_path, "check", "--format", "json")
+    (finding,) = [d for d in json.loads(out)["drafts"][0]["diagnostics"] if d["name"] == "claim-value-mismatch"]
+    assert finding["message"].endswith(f": {difference} (compared after NFKC, spaces removed)")
