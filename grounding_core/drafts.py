@@ -511,8 +511,15 @@ def parse_definition(line: str, line_no: int, label: str) -> Definition:
     hex_text = parts[1][len("sha256:"):]
     if not HEX_RE.fullmatch(hex_text):
         if hex_text.lower() != hex_text and HEX_RE.fullmatch(hex_text.lower()):
-            why = "the hash must be lowercase hex"
-        elif len(hex_text) < 8 and re.fullmatch(r"[0-9a-f]*", hex_text):
+            start = id_col + len(id_text) + 1 + len("sha256:")
+            lower = hex_text.lower()
+            return Definition(
+                label, line_no, span, id_text, None, None, None,
+                "the hash must be lowercase hex (sha256 is written in lowercase)",
+                f"Write it as sha256:{lower}.",
+                fix=Edit(Span.line(line_no, start, start + len(hex_text)), lower, "Write the hash in lowercase"),
+            )
+        if len(hex_text) < 8 and re.fullmatch(r"[0-9a-f]*", hex_text):
             why = f"the hash {shorten(hex_text, 70, quote=True)} is too short: give 8 to 64 hex digits"
         else:
             why = f"the hash {shorten(hex_text, 70, quote=True)} is not 8 to 64 lowercase hex digits"
@@ -1178,7 +1185,13 @@ def _json_claim(draft: ParsedDraft, claim: Any, ptr: str, span_of: Any, malforme
                 malformed(vspan, f"{key} must be a positive integer, got {got}")
                 ok = False
         elif key == "sha256":
-            if not isinstance(value, str) or not re.fullmatch(r"[0-9a-f]{64}", value):
+            if isinstance(value, str) and re.fullmatch(r"[0-9A-Fa-f]{64}", value) and value != value.lower():
+                draft.findings.append(Finding(
+                    "malformed-citation", vspan, "sha256 must be 64 lowercase hex digits (the full hash)",
+                    hint=f'Write it as "{value.lower()}".',
+                    fix=Edit(vspan, json.dumps(value.lower()), "Write the hash in lowercase")))
+                ok = False
+            elif not isinstance(value, str) or not re.fullmatch(r"[0-9a-f]{64}", value):
                 malformed(vspan, "sha256 must be 64 lowercase hex digits (the full hash)")
                 ok = False
         elif not isinstance(value, str) or not value:

@@ -594,6 +594,8 @@ def _reanchor(claim: Claim, state: IndexSnapshot, current: VersionRecord,
         return None
     new_id = f"{current.doc_id}@{current.version}:{line}"
     new_text = f'{new_id} sha256:{current.sha256[:12]} "{wanted}"'
+    if new_id == claim.citation.id and wanted == claim.quote:  # only the hash changes
+        return Edit(claim.citation_span, new_text, f"Replace the hash with sha256:{current.sha256[:12]}")
     return Edit(claim.citation_span, new_text, f"Re-anchor to {new_id}")
 
 

@@ -293,10 +293,24 @@ def _apply_fixes(ws: Workspace, reports: list[DraftReport], state: Any) -> list[
     a draft that is, or links to, an evidence file is never written (a message on stderr,
     the report stands).
     """
-    from grounding_core.fixes import UnsafeWrite, apply_edits, check_draft_write, write_atomic
-
     out: list[DraftReport] = []
     for report in reports:
+        out.append(_fix_draft(ws, report, state))
+    return out
+
+
+FIX_PASSES = 4
+"""Fix-and-recheck rounds per draft: a fix can uncover another (an id written with an input
+method hides its quote's missing list marker until the id parses)."""
+
+
+def _fix_draft(ws: Workspace, report: DraftReport, state: Any) -> DraftReport:
+    """Apply ``report``'s safe fixes, re-check, and repeat while new fixes appear (at most
+    :data:`FIX_PASSES` rounds); the report of the last check is returned.
+    """
+    from grounding_core.fixes import UnsafeWrite, apply_edits, check_draft_write, write_atomic
+
+    for _ in range(FIX_PASSES):
         edits = [f.fix for f in report.findings if f.fix is not None]
         if edits:
             try:
@@ -307,14 +321,14 @@ def _apply_fixes(ws: Workspace, reports: list[DraftReport], state: Any) -> list[
             except (UnsafeWrite, OSError, UnicodeDecodeError) as exc:
                 reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
                 print(f"grounding: not fixing {report.path}: {reason}", file=sys.stderr)
-                out.append(report)
-                continue
+                return report
             for edit in edits:
                 print(f"grounding: fixed {report.path}:{edit.span.start_line + 1}: {edit.title}",
                       file=sys.stderr)
             report = _check_one(ws, report.path, state)
-        out.append(report)
-    return out
+        else:
+            break
+    return report
 
 
 def print_text(reports: list[DraftReport], evidence: dict[str, list[Finding]]) -> None:

@@ -173,3 +173,41 @@ def test_a_claim_value_mismatch_says_which_part_of_the_value_the_sentence_lacks(
     _, out, _ = run(capsys, tmp_path, "check", "--format", "json")
     (finding,) = [d for d in json.loads(out)["drafts"][0]["diagnostics"] if d["name"] == "claim-value-mismatch"]
     assert finding["message"].endswith(f": {difference} (compared after NFKC, spaces removed)")
+
+
+# -- 11./12. --fix finishes in one run; uppercase hashes; "Replace the hash" ----------------------
+
+
+def test_fix_applies_fixes_a_first_fix_uncovers_in_the_same_run_and_names_each(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    sha = sha256(TIME)
+    body = "活动时间是周四16:30 🎉[^1]。\r\n\r\n"
+    drafts = {
+        "answers/ime.md": f'{body}[^1]: s＠1：４ sha256:{sha[:12]} "活动时间：周四16:30 🎉"\r\n',
+        "answers/upper.md": f'{body}[^1]: s@1:4 sha256:{sha[:12].upper()} "- 活动时间：周四16:30 🎉"\r\n',
+        "answers/hash.md": f'{body}[^1]: s@1:4 sha256:0000aaaa "- 活动时间：周四16:30 🎉"\r\n',
+    }
+    write_files(tmp_path, {"grounding.toml": "", "evidence/s.md": TIME, **drafts})
+    _, out, _ = run(capsys, tmp_path, "check", "answers/upper.md")
+    assert f"hint: Write it as sha256:{sha[:12]}." in out
+    code, _, err = run(capsys, tmp_path, "check", "--fix")
+    assert code == 0, err
+    fixed = f'[^1]: s@1:4 sha256:{sha[:12]} "- 活动时间：周四16:30 🎉"\r\n'
+    for rel in drafts:
+        assert (tmp_path / rel).read_bytes().decode("utf-8").endswith(fixed), rel
+    assert "answers/ime.md:3: Write the citation id in ASCII: s@1:4" in err
+    assert "answers/ime.md:3: Replace the quote with the exact cited line" in err
+    assert "answers/upper.md:3: Write the hash in lowercase" in err
+    assert f"answers/hash.md:3: Replace the hash with sha256:{sha[:12]}" in err and "Re-anchor" not in err
+
+
+def test_an_uppercase_sha256_in_a_json_answer_is_named_with_its_lowercase_form_and_fixed(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    text = _json_answer("- 地点：三楼报告厅𠮷").replace(sha256(SCHEDULE), sha256(SCHEDULE).upper(), 1)
+    write_files(tmp_path, {"grounding.toml": "", "evidence/schedule.md": SCHEDULE, "answers/a.answer.json": text})
+    _, out, _ = run(capsys, tmp_path, "check", "--format", "json")
+    (bad,) = [d for d in json.loads(out)["drafts"][0]["diagnostics"] if d["name"] == "malformed-citation"]
+    assert bad["hint"] == f'Write it as "{sha256(SCHEDULE)}".'
+    assert run(capsys, tmp_path, "check", "--fix")[0] == 0
+    assert json.loads((tmp_path / "answers/a.answer.json").read_text(encoding="utf-8")) == json.loads(
+        _json_answer("- 地点：三楼报告厅𠮷"))
