@@ -501,7 +501,7 @@ def parse_definition(line: str, line_no: int, label: str) -> Definition:
         fixed, at = slip
         return Definition(
             label, line_no, span, id_text, None, None, None,
-            f"column {id_col + at + 1}: {_slip_message(id_text, fixed, at)}", f"Write the id as {fixed}.",
+            f"column {id_col + at + 1} of the line: {_slip_message(id_text, fixed, at)}", f"Write the id as {fixed}.",
             fix=Edit(Span.line(line_no, id_col, id_col + len(id_text)), fixed,
                      f"Write the citation id in ASCII: {shorten(fixed, 60)}"),
         )
@@ -1209,7 +1209,7 @@ def _json_claim(draft: ParsedDraft, claim: Any, ptr: str, span_of: Any, malforme
                 fixed, at = slip
                 written = (draft.lines[id_span.start_line][id_span.start_col + 1:id_span.end_col - 1]
                            if id_span.start_line == id_span.end_line < len(draft.lines) else "")
-                where = (f"column {id_span.start_col + at + 2}" if written == claim["id"]
+                where = (f"column {id_span.start_col + at + 2} of the line" if written == claim["id"]
                          else f"character {at + 1} of the id")
                 draft.findings.append(Finding(
                     "malformed-citation", id_span, f"{where}: {_slip_message(claim['id'], fixed, at)}",

@@ -471,7 +471,7 @@ def _check_claim(
         expected_text = split_marker(quote)
         if claim.json_text != expected_text:
             supported = False
-            difference = describe_difference(expected_text, claim.json_text)
+            difference = describe_difference(expected_text, claim.json_text, "text", "the quote without its marker")
             add("quote-mismatch", "text is not the quote without its list marker"
                 + (f": {difference}" if difference else ""),
                 hint=f"Set text to {expected_text!r}.", at=claim.value_span("text"))

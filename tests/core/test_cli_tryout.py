@@ -211,3 +211,22 @@ def test_an_uppercase_sha256_in_a_json_answer_is_named_with_its_lowercase_form_a
     assert run(capsys, tmp_path, "check", "--fix")[0] == 0
     assert json.loads((tmp_path / "answers/a.answer.json").read_text(encoding="utf-8")) == json.loads(
         _json_answer("- 地点：三楼报告厅𠮷"))
+
+
+# -- 13. every "column N" says what it counts in -------------------------------------------------
+
+
+def test_every_column_in_a_message_says_whether_it_counts_in_the_quote_or_the_line(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    sha = sha256(TIME)[:12]
+    write_files(tmp_path, {"grounding.toml": "", "evidence/s.md": TIME, "answers/a.md": (
+        "活动时间是周四16:30 🎉[^1][^2][^3]。\r\n\r\n"
+        f'[^1]: s@1:4 sha256:{sha} "- 活动时间：周四１6:30 🎉"\r\n'      # a full-width digit in the quote
+        f'[^2]: s@1:4 sha256:{sha} "- 活动时间：周四16:30"\r\n'          # the quote ends early
+        f'[^3]: s@1：4 sha256:{sha} "- 活动时间：周四16:30 🎉"\r\n')})   # an IME slip in the id
+    _, out, _ = run(capsys, tmp_path, "check", "--format", "json")
+    messages = [d["message"] for d in json.loads(out)["drafts"][0]["diagnostics"] if "column" in d["message"]]
+    assert len(messages) == 3, messages
+    assert "column 10 of the quote: U+FF11 FULLWIDTH DIGIT ONE" in messages[0]
+    assert "the quote ends at column 15 of the source line, which goes on with ' 🎉'" in messages[1]
+    assert messages[2].startswith("column 10 of the line: U+FF1A FULLWIDTH COLON")
