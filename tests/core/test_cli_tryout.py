@@ -230,3 +230,15 @@ def test_every_column_in_a_message_says_whether_it_counts_in_the_quote_or_the_li
     assert "column 10 of the quote: U+FF11 FULLWIDTH DIGIT ONE" in messages[0]
     assert "the quote ends at column 15 of the source line, which goes on with ' 🎉'" in messages[1]
     assert messages[2].startswith("column 10 of the line: U+FF1A FULLWIDTH COLON")
+
+
+# -- 14. cite undoes an input-method slip in its target -----------------------------------------
+
+
+@pytest.mark.parametrize("target", ["shipping＠2：8", "shipping@２:８", "shipping＠２：８"])
+def test_cite_reads_a_target_typed_with_an_input_method_as_its_ascii_id_and_says_so(
+        capsys: pytest.CaptureFixture[str], shipping: Path, target: str) -> None:
+    code, out, err = run(capsys, shipping, "cite", target)
+    assert code == 0, err
+    assert out.startswith('[^1]: shipping@2:8 sha256:') and out.rstrip().endswith('"- 运费：满99元包邮"')
+    assert f"read {target!r} as shipping@2:8" in err
