@@ -73,17 +73,21 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
 
 def _undo_ime_slip(verifier: Verifier, target: str | None) -> str | None:
     """``target`` with its input-method slips undone (``shipping＠2：11`` -> ``shipping@2:11``, the
-    rule ``check --fix`` applies to citation ids), saying so on stderr; unchanged when it is a
-    target already or an evidence path.
+    rule ``check --fix`` applies to citation ids), saying so on stderr; unchanged when it names an
+    evidence path or a known doc_id as written, or the undone form names no known doc_id.
     """
     from grounding_core.cite import parse_target
     from grounding_core.drafts import ime_slip
 
-    if not target or parse_target(target) is not None or verifier.evidence_path(target) is not None:
+    if not target or verifier.evidence_path(target) is not None:
         return target
     slip = ime_slip(target.strip())
-    if slip is None or parse_target(slip[0]) is None:
+    fixed = parse_target(slip[0]) if slip is not None else None
+    if slip is None or fixed is None or not verifier.state.versions(fixed.doc_id):
         return target
+    as_written = parse_target(target)
+    if as_written is not None and verifier.state.versions(as_written.doc_id):
+        return target  # a doc_id that really holds a full-width character
     print(f"grounding: note: read {target!r} as {slip[0]} (full-width characters an input method"
           " typed; a citation id's '@', ':' and numbers are ASCII)", file=sys.stderr)
     return slip[0]
