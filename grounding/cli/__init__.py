@@ -198,14 +198,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     # text output names only files with findings; JSON and SARIF list every evidence file
     evidence = {display(p): fs for p, fs in sorted(scan.evidence.items()) if fs or args.format != "text"}
     fingerprints = fingerprint_map(ws.config.root, reports, evidence)
-    reports, evidence = _apply_baseline(args, reports, evidence, fingerprints)
+    reports, evidence, accepted = _apply_baseline(args, reports, evidence, fingerprints)
     if args.format == "json":
         print(json.dumps(report_json(reports, evidence, fingerprints), ensure_ascii=False, indent=1))
     elif args.format == "sarif":
         print(json.dumps(sarif.report(reports, evidence, ws.config.root, fingerprints), ensure_ascii=False,
                          indent=1))
     else:
-        print_text(reports, evidence)
+        print_text(reports, evidence, accepted)
     errors = sum(r.error_count for r in reports) + sum(
         1 for fs in evidence.values() for f in fs if f.effective_severity is Severity.ERROR)
     return EXIT_ERRORS if errors else EXIT_OK
@@ -331,8 +331,10 @@ def _fix_draft(ws: Workspace, report: DraftReport, state: Any) -> DraftReport:
     return report
 
 
-def print_text(reports: list[DraftReport], evidence: dict[str, list[Finding]]) -> None:
-    """Compiler-style lines: ``path:line:col: severity CODE name: message`` + a hint line."""
+def print_text(reports: list[DraftReport], evidence: dict[str, list[Finding]],
+               accepted: dict[str, int] | None = None) -> None:
+    """Compiler-style lines: ``path:line:col: severity CODE name: message`` + a hint line;
+    ``accepted``: findings per draft path that ``--baseline`` left out (said in its summary)."""
     counts = {s: 0 for s in Severity}
     for path, findings in list(evidence.items()) + [(r.path, r.findings) for r in reports]:
         for f in findings:
@@ -342,13 +344,15 @@ def print_text(reports: list[DraftReport], evidence: dict[str, list[Finding]]) -
             if f.hint:
                 print(f"    hint: {f.hint}")
     for r in reports:
-        print(summary_line(r))
+        print(summary_line(r, (accepted or {}).get(r.path, 0)))
+    known = sum((accepted or {}).values())
     print(f"{len(reports)} draft(s): {counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s),"
-          f" {counts[Severity.INFORMATION]} information")
+          f" {counts[Severity.INFORMATION]} information" + (f", {known} accepted by the baseline" if known else ""))
 
 
-def summary_line(r: DraftReport) -> str:
-    """One line per draft: status and finding counts first, then fields and coverage (§7.5).
+def summary_line(r: DraftReport, accepted: int = 0) -> str:
+    """One line per draft: status and finding counts first (and how many findings the baseline
+    accepted), then fields and coverage (§7.5).
 
     Coverage is only shown when the draft requires fields; with no active line carrying a
     required field it is 1.00 by definition, and the line says so instead of looking like success.
@@ -357,7 +361,8 @@ def summary_line(r: DraftReport) -> str:
     for f in r.findings:
         counts[f.effective_severity] += 1
     found = ", ".join(f"{n} {label}" for n, label in (
-        (counts[Severity.ERROR], "error(s)"), (counts[Severity.WARNING], "warning(s)")) if n) or "no problems"
+        (counts[Severity.ERROR], "error(s)"), (counts[Severity.WARNING], "warning(s)"),
+        (accepted, "accepted by the baseline")) if n) or "no problems"
     line = f"{r.path}: {r.status.value} ({found})"
     if not r.required_fields:
         return line + "; no required fields"
@@ -398,16 +403,20 @@ def cmd_check_paths(args: argparse.Namespace) -> int:
 
 
 def _apply_baseline(args: argparse.Namespace, reports: list[DraftReport], evidence: dict[str, list[Finding]],
-                    fingerprints: dict[int, str]) -> tuple[list[DraftReport], dict[str, list[Finding]]]:
+                    fingerprints: dict[int, str]
+                    ) -> tuple[list[DraftReport], dict[str, list[Finding]], dict[str, int]]:
+    """``--baseline``: the reports and evidence without the known findings, and how many each
+    draft had (path -> count)."""
     if getattr(args, "baseline", None) is None:
-        return reports, evidence
+        return reports, evidence, {}
     try:
         known = baseline.load(args.baseline)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    before = {r.path: len(r.findings) for r in reports}
     reports, evidence, hidden = baseline.apply(known, reports, evidence, fingerprints)
     print(f"grounding: baseline {args.baseline}: {hidden} known finding(s) not reported", file=sys.stderr)
-    return reports, evidence
+    return reports, evidence, {r.path: before[r.path] - len(r.findings) for r in reports}
 
 
 def _pipeline_commands(sub: Any, common: Any) -> None:

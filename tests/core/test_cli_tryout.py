@@ -242,3 +242,24 @@ def test_cite_reads_a_target_typed_with_an_input_method_as_its_ascii_id_and_says
     assert code == 0, err
     assert out.startswith('[^1]: shipping@2:8 sha256:') and out.rstrip().endswith('"- 运费：满99元包邮"')
     assert f"read {target!r} as shipping@2:8" in err
+
+
+# -- 15. --baseline says what it accepted ---------------------------------------------------------
+
+
+def test_a_draft_whose_findings_the_baseline_accepts_says_so_instead_of_no_problems(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    stale = '[^1]: s@1:4 sha256:0000aaaa "- 活动时间：周四16:30 🎉"'
+    clean = f'[^1]: s@1:4 sha256:{sha256(TIME)[:12]} "- 活动时间：周四16:30 🎉"'
+    front = '---\r\ncontext: {units: ["s@1"]}\r\n---\r\n'
+    write_files(tmp_path, {"grounding.toml": "", "evidence/s.md": TIME,
+                           "answers/old.md": f"{front}活动时间是周三[^1]。\r\n\r\n{stale}\r\n",
+                           "answers/ok.md": f"{front}活动时间是周四16:30 🎉[^1]。\r\n\r\n{clean}\r\n"})
+    _, sarif_text, _ = run(capsys, tmp_path, "check", "--format", "sarif")
+    (tmp_path / "baseline.sarif").write_text(sarif_text, encoding="utf-8")
+    code, out, _ = run(capsys, tmp_path, "check", "--baseline", str(tmp_path / "baseline.sarif"))
+    assert code == 0
+    lines = out.splitlines()
+    assert "answers/old.md: abstain (1 accepted by the baseline); no required fields" in lines
+    assert "answers/ok.md: answered (no problems); no required fields" in lines
+    assert lines[-1] == "2 draft(s): 0 error(s), 0 warning(s), 0 information, 1 accepted by the baseline"
