@@ -334,7 +334,8 @@ def _fix_draft(ws: Workspace, report: DraftReport, state: Any) -> DraftReport:
 def print_text(reports: list[DraftReport], evidence: dict[str, list[Finding]],
                accepted: dict[str, int] | None = None) -> None:
     """Compiler-style lines: ``path:line:col: severity CODE name: message`` + a hint line;
-    ``accepted``: findings per draft path that ``--baseline`` left out (said in its summary)."""
+    ``accepted``: findings per draft path that ``--baseline`` left out (said in its summary).
+    """
     counts = {s: 0 for s in Severity}
     for path, findings in list(evidence.items()) + [(r.path, r.findings) for r in reports]:
         for f in findings:
@@ -406,7 +407,8 @@ def _apply_baseline(args: argparse.Namespace, reports: list[DraftReport], eviden
                     fingerprints: dict[int, str]
                     ) -> tuple[list[DraftReport], dict[str, list[Finding]], dict[str, int]]:
     """``--baseline``: the reports and evidence without the known findings, and how many each
-    draft had (path -> count)."""
+    draft had (path -> count).
+    """
     if getattr(args, "baseline", None) is None:
         return reports, evidence, {}
     try:
