@@ -477,6 +477,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+MOVED = "no longer indexed from "
+"""How a revoke's reason names the file a version moved away from (``Store.scan``)."""
+
+
 def cmd_log(args: argparse.Namespace) -> int:
     """``grounding log``: every event (SPEC §4, §9), so ``check --at N`` can be chosen.
 
@@ -485,15 +489,26 @@ def cmd_log(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
     ws.scan()
     entries = ws.store.log_entries(args.doc)
+    # a revoke names the file of the version it revokes, in the same form as its import
+    display = ws.config.evidence_display
+    imported: dict[tuple[str, int], str] = {}
+    rows: list[tuple[Any, str, str]] = []  # entry, path and reason as shown
+    for e in entries:
+        if e.kind == "import":
+            imported[(e.doc_id, e.version)] = e.path
+        raw = e.path or imported.get((e.doc_id, e.version), "")
+        reason = e.reason
+        if reason.startswith(MOVED) and reason[len(MOVED):]:
+            reason = MOVED + display(reason[len(MOVED):])
+        rows.append((e, display(raw) if raw else "", reason))
     if args.format == "json":
         print(json.dumps([{"seq": e.seq, "kind": e.kind, "doc_id": e.doc_id, "version": e.version,
-                           "sha256": e.sha256, "path": ws.config.evidence_display(e.path) if e.path else "",
-                           "reason": e.reason, "recorded_at": e.recorded_at} for e in entries],
-                         ensure_ascii=False, indent=1))
+                           "sha256": e.sha256, "path": path, "reason": reason, "recorded_at": e.recorded_at}
+                          for e, path, reason in rows], ensure_ascii=False, indent=1))
         return EXIT_OK
-    for e in entries:
-        where = ws.config.evidence_display(e.path) if e.path else ""
-        detail = f" sha256:{e.sha256[:12]} {where}" if e.kind == "import" else f" ({e.reason})"
+    for e, path, reason in rows:
+        where = f" {path}" if path else ""
+        detail = f" sha256:{e.sha256[:12]}{where}" if e.kind == "import" else f"{where} ({reason})"
         print(f"{e.seq:>6}  {e.recorded_at}  {e.kind:<6}  {e.doc_id}@{e.version}{detail}")
     if not entries:
         print("the event log is empty" + (f" for {args.doc!r}" if args.doc else ""))

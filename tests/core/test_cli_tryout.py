@@ -263,3 +263,26 @@ def test_a_draft_whose_findings_the_baseline_accepts_says_so_instead_of_no_probl
     assert "answers/old.md: abstain (1 accepted by the baseline); no required fields" in lines
     assert "answers/ok.md: answered (no problems); no required fields" in lines
     assert lines[-1] == "2 draft(s): 0 error(s), 0 warning(s), 0 information, 1 accepted by the baseline"
+
+
+# -- 16. grounding log: columns as the README says, one path form ---------------------------------
+
+
+def test_log_rows_name_files_in_one_form_and_follow_the_readme_columns(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from support import REPO
+
+    write_files(tmp_path, {"grounding.toml": "", "evidence/b.md": DECLARED})
+    run(capsys, tmp_path, "index")
+    write_files(tmp_path, {"evidence/a.md": STRAY})
+    run(capsys, tmp_path, "index")
+    (tmp_path / "evidence" / "a.md").unlink()
+    _, out, _ = run(capsys, tmp_path, "log")
+    rows = [line.split() for line in out.splitlines()[:-1]]
+    assert [r[2] for r in rows] == ["import", "import", "revoke"]
+    assert rows[2][3:] == ["a@2", "evidence/a.md", "(deleted)"]
+    assert rows[0][4:] == ["evidence/b.md"] and rows[0][3] == "a@1" and rows[0][1].endswith("+00:00")
+    _, out, _ = run(capsys, tmp_path, "log", "--format", "json")
+    assert [e["path"] for e in json.loads(out)] == ["evidence/b.md", "evidence/a.md", "evidence/a.md"]
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "seq (the N for `check --at N`), time, kind, doc_id@version" in readme
