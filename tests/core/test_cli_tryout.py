@@ -281,7 +281,8 @@ def test_log_rows_name_files_in_one_form_and_follow_the_readme_columns(
     rows = [line.split() for line in out.splitlines()[:-1]]
     assert [r[2] for r in rows] == ["import", "import", "revoke"]
     assert rows[2][3:] == ["a@2", "evidence/a.md", "(deleted)"]
-    assert rows[0][4:] == ["evidence/b.md"] and rows[0][3] == "a@1" and rows[0][1].endswith("+00:00")
+    assert rows[0][5:] == ["evidence/b.md"] and rows[0][4].startswith("sha256:")
+    assert rows[0][3] == "a@1" and rows[0][1].endswith("+00:00")
     _, out, _ = run(capsys, tmp_path, "log", "--format", "json")
     assert [e["path"] for e in json.loads(out)] == ["evidence/b.md", "evidence/a.md", "evidence/a.md"]
     readme = (REPO / "README.md").read_text(encoding="utf-8")
