@@ -444,8 +444,8 @@ def _add_claim(draft: ParsedDraft, sentence: Sentence, label: str, ref_span: Spa
         draft.findings.append(Finding(
             "malformed-citation", ref_span,
             f"[^{shown}] has no definition",
-            hint=f'Add a line "[^{shown}]: DOC_ID@VERSION:LINE sha256:HASH "QUOTE"" '
-            "or use the insert-citation action.",
+            hint=f"Add its definition on a line of its own: [^{shown}]: DOC_ID@VERSION:LINE sha256:HASH"
+            ' "WHOLE LINE" (`grounding cite DOC_ID:LINE` prints one to paste).',
         ))
         if first:
             draft.claims.append(Claim(sentence.text, sentence.span, ref_span, None, None, None, label))

@@ -287,3 +287,17 @@ def test_log_rows_name_files_in_one_form_and_follow_the_readme_columns(
     assert [e["path"] for e in json.loads(out)] == ["evidence/b.md", "evidence/a.md", "evidence/a.md"]
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert "seq (the N for `check --at N`), time, kind, doc_id@version" in readme
+
+
+# -- 17. a reference without a definition ---------------------------------------------------------
+
+
+def test_a_reference_without_a_definition_gets_a_plain_cli_hint(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    write_files(tmp_path, {"grounding.toml": "", "evidence/s.md": TIME,
+                           "answers/a.md": "活动时间是周四16:30 🎉[^c]。\r\n"})
+    _, out, _ = run(capsys, tmp_path, "check")
+    (hint,) = [line for line in out.splitlines() if "DOC_ID@VERSION:LINE" in line]
+    assert hint == ('    hint: Add its definition on a line of its own: [^c]: DOC_ID@VERSION:LINE sha256:HASH'
+                    ' "WHOLE LINE" (`grounding cite DOC_ID:LINE` prints one to paste).')
+    assert hint.count('"') == 2 and "action" not in hint
