@@ -40,7 +40,8 @@ _TYPED = re.compile(r"(?P<doc>[^\s@:\[\]\"]*)(?:@(?P<version>[0-9]*)(?::(?P<line
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One completion item: ``span`` (in the draft, one line) is replaced by ``new_text``.
-    ``kind`` is ``"document"``, ``"version"`` or ``"line"``.
+    ``kind`` is ``"document"``, ``"version"`` or ``"line"`` (memory ids, SPEC §11:
+    ``"scope"``, ``"key"``, ``"memory-version"``; ``server/features/memory.py``).
     """
 
     label: str

@@ -55,6 +55,9 @@ class Config:
     encoding: str = "o200k_base"
     strict: bool = False
     today: dt.date | None = None
+    query_stopwords: tuple[str, ...] | None = None
+    """Question words the closed question grammar removes (SPEC §13, §15); None means the
+    documented default, ``grounding_core.question.DEFAULT_QUERY_STOPWORDS``."""
     source: str = "defaults"
     _specs: dict[str, pathspec.GitIgnoreSpec] = field(default_factory=dict, compare=False, repr=False)
 
@@ -230,7 +233,8 @@ def _not_an_index(path: Path) -> str | None:
     return None
 
 
-_STR_LIST_KEYS = ("evidence_globs", "drafts", "field_separators", "meta_fields", "subject_fields")
+_STR_LIST_KEYS = ("evidence_globs", "drafts", "field_separators", "meta_fields", "subject_fields",
+                  "query_stopwords")
 
 
 def _validate(table: dict[str, Any], source: str) -> dict[str, Any]:

@@ -75,6 +75,9 @@ RULES_BY_CODE: dict[str, Rule] = {r.code: r for r in RULES.values()}
 CLAIM_KEYS: tuple[str, ...] = ("text", "quote", "id", "doc_id", "version", "line", "sha256", "field")
 """The eight keys of a claim, in the order of SPEC §5; the answer wire writes them in this order."""
 
+MEMORY_CLAIM_KEYS: tuple[str, ...] = ("text", "quote", "id", "scope", "key", "version", "sha256")
+"""The seven keys of a memory claim (SPEC §11), in the order the answer wire writes them."""
+
 
 @dataclass(frozen=True, slots=True, order=True)
 class Span:
@@ -125,6 +128,9 @@ class Finding:
     related: tuple[Location, ...] = ()
     fix: Edit | None = None
     severity: Severity | None = None
+    also: tuple[Edit, ...] = ()
+    """Edits that belong to ``fix`` and are applied with it (a re-anchor also updates the
+    draft's context units, issue 12); never without it."""
 
     @property
     def rule(self) -> Rule:
@@ -171,12 +177,26 @@ class CitationRef:
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryRef:
+    """The parts a memory claim cites: ``memory:SCOPE/KEY@VERSION`` (SPEC §11)."""
+
+    scope: str
+    key: str
+    version: int
+
+    @property
+    def id(self) -> str:
+        return f"memory:{self.scope}/{self.key}@{self.version}"
+
+
+@dataclass(frozen=True, slots=True)
 class Claim:
     """One claim of a draft: a sentence (or JSON claim object) and the citation it holds.
 
     ``citation`` is None when the citation could not be parsed (a GR101 finding was raised
-    already). ``sentence`` is the claim text as written in the draft (Markdown: the sentence
-    with references; JSON: the ``text`` value). Spans are in the draft.
+    already) or when the claim cites a memory entry (``memory`` is set). ``sentence`` is the
+    claim text as written in the draft (Markdown: the sentence with references; JSON: the
+    ``text`` value). Spans are in the draft.
     """
 
     sentence: str
@@ -190,6 +210,8 @@ class Claim:
     json_field: str | None = None
     json_sha256: str | None = None
     value_spans: tuple[tuple[str, Span], ...] = ()
+    memory: MemoryRef | None = None
+    """Set for a memory claim (SPEC §11); ``citation`` is then None."""
 
     def value_span(self, key: str) -> Span:
         """The span of one JSON key's value, else the claim's citation span."""

@@ -15,9 +15,11 @@ import datetime as dt
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from . import memory as memory_claims
 from .config import Config
 from .conflicts import Conflict, GateResult, check_keys
 from .drafts import ContextSpec, ContextUnitSpec, ParsedDraft, parse_context_log
+from .edits import with_context_edits
 from .evidence import EvidenceDocument, parse_field_line, split_marker
 from .index import ConflictKey, IndexSnapshot, VersionRecord
 from .model import FIRST_LINE, Claim, DraftReport, Edit, FieldLine, Finding, Location, Span, Status
@@ -46,6 +48,8 @@ class Visibility:
     ranges: dict[tuple[str, int], list[tuple[int, int]]] = field(default_factory=dict)
     texts: dict[tuple[str, int], set[str]] = field(default_factory=dict)
     input_tokens: int | None = None
+    memory: list[memory_claims.MemoryUnitSpec] = field(default_factory=list)
+    """Memory units of X (SPEC §11): a scope, a key's active version, or one version."""
     complete: bool = True
     """False when a compiled context ranked an index whose full-text rows were still being
     built ("still indexing": a later check may see more)."""
@@ -81,6 +85,9 @@ class _ClaimResult:
     supported: bool = False
     meta: bool = False
     valid: bool = False
+    memory: memory_claims.MemoryEntry | None = None
+    """The cited memory entry of a memory claim (SPEC §11); ``line_text`` stays None, so the
+    conflict gate and coverage, which read cited lines, never see it."""
 
 
 @dataclass
@@ -148,7 +155,8 @@ def _check(draft: ParsedDraft, snapshot: IndexSnapshot, config: Config, today: d
            context: ResolvedContext, count_output: bool) -> DraftReport:
     findings: list[Finding] = [*draft.findings, *context.findings]
     visibility = context.visibility
-    results = [_check_claim(c, snapshot, config, today, visibility, findings) for c in draft.claims]
+    results = [_check_memory(c, snapshot, visibility, findings) if c.memory is not None  # memory hook (SPEC §11)
+               else _check_claim(c, snapshot, config, today, visibility, findings) for c in draft.claims]
     for r in results:
         if r.supported and r.field is not None and not r.meta and r.value is not None:
             _claim_value(r, findings)
@@ -184,7 +192,7 @@ def _check(draft: ParsedDraft, snapshot: IndexSnapshot, config: Config, today: d
         path=path, status=status, required_fields=required, covered_fields=covered,
         missing_fields=missing, field_completeness=not missing, coverage=coverage,
         same_key_sources_checked=gate.lines_checked,
-        findings=_sorted_unique(findings), valid_claims=[r.claim for r in valid],
+        findings=with_context_edits(draft, _sorted_unique(findings)), valid_claims=[r.claim for r in valid],
         claims=list(draft.claims), output_tokens=tokens, output_reserve=reserve,
         wire_claims=[_wire_claim(r) for r in valid],
         index_complete=visibility.complete if visibility is not None else True,
@@ -247,7 +255,9 @@ def _reported_line(claim: Claim, findings: list[Finding]) -> int:
 
 
 def _wire_claim(r: _ClaimResult) -> dict[str, object]:
-    """A valid claim in the eight-key shape of SPEC §5, keys in order."""
+    """A valid claim in the eight-key shape of SPEC §5 (a memory claim: the seven of §11)."""
+    if r.memory is not None:
+        return memory_claims.wire_claim(r.memory)
     assert r.claim.citation is not None and r.record is not None and r.line_text is not None
     ref = r.claim.citation
     return {
@@ -327,7 +337,7 @@ def _resolve_context(
     if spec.error is not None:
         return invalid(spec.error)
     if spec.kind == "units":
-        vis = Visibility()
+        vis = Visibility(memory=list(spec.memory_units))
         for unit in spec.units:
             vis.add(unit)
         return vis
@@ -339,9 +349,10 @@ def _resolve_context(
                            " a UTF-8 file inside the workspace root (paths are relative to the root)")
         try:
             units = parse_context_log(text)
+            memory_units = memory_claims.log_units(text)
         except ValueError as exc:
             return invalid(f"context log {spec.log!r}: {exc}")
-        vis = Visibility()
+        vis = Visibility(memory=[*spec.memory_units, *memory_units])
         for unit in units:
             vis.add(unit)
         return vis
@@ -353,6 +364,16 @@ def _resolve_context(
 
 
 # -- source support (§7.1) -----------------------------------------------------------------
+
+
+def _check_memory(claim: Claim, source: memory_claims.MemorySource, visibility: Visibility | None,
+                  findings: list[Finding]) -> _ClaimResult:
+    """SPEC §11 P and V of a memory claim; its key counts as the claim's field (§15)."""
+    checked = memory_claims.check_memory_claim(
+        claim, source, visibility.memory if visibility is not None else None, findings)
+    entry = checked.entry
+    return _ClaimResult(claim, field=entry.key if entry else None, value=entry.value if entry else None,
+                        supported=checked.supported, valid=checked.valid, memory=entry)
 
 
 def _check_claim(
@@ -403,16 +424,21 @@ def _check_claim(
         else:
             hint = ("The cited line no longer exists verbatim in the current version; re-read it and"
                     " cite the current line.")
+        message = f"{cid} cites version {ref.version}, but version {newest} of '{ref.doc_id}' is current"
+        stale_related = [Location(config.evidence_display(current.path), 1, f"current version {newest}")]
+        moved = None if fix or current_inactive else _same_field_now(claim, state, current, record)
+        if moved is not None:
+            number, text = moved
+            message += f"; its field is now line {number}: '{shorten(text)}'"
+            hint = (f"Cite {ref.doc_id}@{newest}:{number} (the same field now), then check that the sentence"
+                    " still says what that line says.")
+            stale_related.insert(0, Location(config.evidence_display(current.path), number,
+                                             f"{CURRENT_FIELD_LINE} {newest}", text))
         duplicate = duplicate_note(record, current, config.evidence_display)
         if duplicate and record is not None:
+            message += f" ({duplicate})"
             hint = duplicate_hint(record, current, config.evidence_display) + "."
-        add("stale-citation",
-            f"{cid} cites version {ref.version}, but version {newest} of '{ref.doc_id}' is current"
-            + (f" ({duplicate})" if duplicate else ""),
-            hint=hint,
-            fix=fix,
-            related=(Location(config.evidence_display(current.path), 1, f"current version {newest}"),),
-        )
+        add("stale-citation", message, hint=hint, fix=fix, related=tuple(stale_related))
         if record is None:
             return result  # older content never indexed: hash and quote are not checked
     assert record is not None
@@ -464,8 +490,11 @@ def _check_claim(
             message = f"the quote is not line {ref.line} of {ref.doc_id}@{ref.version} verbatim"
             message += f": {detail}" if detail else ""
             hint = "Quote the whole cited line exactly, list marker included."
-        add("quote-mismatch", message, hint=hint, related=related,
-            fix=_replace_quote(claim, line_text) if not where and claim.json_text is None else None,
+        if where:
+            fix_quote = _move_to_line(claim, record, where, doc)
+        else:
+            fix_quote = _replace_quote(claim, line_text) if claim.json_text is None else None
+        add("quote-mismatch", message, hint=hint, related=related, fix=fix_quote,
             at=claim.value_span("quote") if claim.json_text is not None else None)
     if claim.json_text is not None:
         expected_text = split_marker(quote)
@@ -599,6 +628,48 @@ def _reanchor(claim: Claim, state: IndexSnapshot, current: VersionRecord,
     return Edit(claim.citation_span, new_text, f"Re-anchor to {new_id}")
 
 
+CURRENT_FIELD_LINE = "same field in current version"
+"""Message prefix of a stale citation's related location naming the same field's current line
+(the server's "Cite the current line" action reads it)."""
+
+
+def _same_field_now(claim: Claim, state: IndexSnapshot, current: VersionRecord,
+                    record: VersionRecord | None) -> tuple[int, str] | None:
+    """The current version's line of the field a stale citation cited (nearest to the old
+    line number when the field occurs more than once), or None (the old version was never
+    indexed, the cited line is no field line, or the field is gone).
+    """
+    ref = claim.citation
+    if ref is None or record is None:
+        return None
+    old_doc = state.document(record)
+    old_field = None if old_doc.is_front_matter_line(ref.line) else old_doc.field_lines.get(ref.line)
+    if old_field is None:
+        return None
+    doc = state.document(current)
+    numbers = [n for n, fl in doc.field_lines.items()
+               if fl.field == old_field.field and not doc.is_front_matter_line(n)]
+    if not numbers:
+        return None
+    number = min(numbers, key=lambda n: (abs(n - ref.line), n))
+    return number, doc.lines[number - 1]
+
+
+def _move_to_line(claim: Claim, record: VersionRecord, where: list[int], doc: EvidenceDocument) -> Edit | None:
+    """The wrong-line fix, offered only when it is safe: the quote is exactly one line of the
+    cited version (``where`` holds every line equal to it) and the hash pins that version, so
+    quote + hash name the line. Markdown definitions only (a JSON claim repeats the line in
+    ``line`` and ``id``).
+    """
+    ref = claim.citation
+    hex_text = claim.hash_prefix or ""
+    if (ref is None or claim.json_text is not None or len(where) != 1 or not hex_text
+            or not record.sha256.startswith(hex_text) or doc.is_front_matter_line(where[0])):
+        return None
+    new_id = f"{ref.doc_id}@{ref.version}:{where[0]}"
+    return Edit(claim.citation_span, f'{new_id} sha256:{hex_text} "{claim.quote}"', f"Cite line {where[0]} ({new_id})")
+
+
 def _replace_quote(claim: Claim, line_text: str) -> Edit | None:
     """The quote-replacement fix, offered only when it is safe (SPEC §10 "safe fixes").
 
@@ -641,7 +712,8 @@ def _claim_value(result: _ClaimResult, findings: list[Finding]) -> None:
         f"the sentence does not restate the cited value '{shorten(result.value)}' of"
         f" '{shorten(result.field or '')}': {_value_difference(value, sentence)}",
         hint="State the cited value in the sentence, or cite the line that supports what it says.",
-        citation=result.claim.citation.id if result.claim.citation else None,
+        citation=result.claim.citation.id if result.claim.citation else
+        (result.claim.memory.id if result.claim.memory else None),
     ))
 
 

@@ -1,7 +1,7 @@
 """``grounding``: the command line (SPEC §9).
 
 Commands: ``check`` (the CI job), ``index``, ``conflicts``, ``context``, ``answer``, ``cite``,
-``schema``, ``mcp``, ``lsp``.
+``schema``, ``mcp``, ``memory`` (``grounding.cli.memory``), ``lsp``.
 Exit status: 0 no error-severity finding, 1 some, 2 usage or configuration error.
 Columns printed are 1-based code points, ``end_column`` exclusive.
 """
@@ -94,7 +94,8 @@ def _parser() -> argparse.ArgumentParser:
     answer = sub.add_parser("answer", help="draft an answer from visible evidence only")
     common(answer)
     answer.add_argument("--question", required=True)
-    answer.add_argument("--fields", nargs="+", required=True)
+    answer.add_argument("--fields", nargs="+", help="the fields to answer; without it the closed question"
+                        " grammar reads them from the question (SPEC §13)")
     answer.add_argument("--subject")
     answer.add_argument("--limit", type=int, default=1500)
     answer.add_argument("--reserve", type=int, default=240)
@@ -108,6 +109,10 @@ def _parser() -> argparse.ArgumentParser:
     log.set_defaults(run=cmd_log)
 
     _pipeline_commands(sub, common)
+
+    from . import memory as memory_cli  # memory hook (SPEC §11): grounding memory ...
+
+    memory_cli.add_parser(sub)
 
     lsp = sub.add_parser("lsp", help="run the language server on stdio")
     lsp.set_defaults(run=cmd_lsp)
@@ -264,6 +269,15 @@ def _check_one(ws: Workspace, rel_path: str, state: Any) -> DraftReport:
         return internal_error_report(rel_path, exc)
 
 
+def _edit_before(text: str, edit: Any) -> str:
+    """The text an edit replaces (shortened), for the ``--fix`` log line ``old → new``."""
+    from grounding_core.text import LineIndex
+
+    index = LineIndex(text)
+    span = edit.span
+    return shorten(text[index.offset(span.start_line, span.start_col):index.offset(span.end_line, span.end_col)], 100)
+
+
 def internal_error_report(rel_path: str, exc: BaseException) -> DraftReport:
     """The report of a draft whose check raised: one ``malformed-citation`` error at 1:1.
 
@@ -311,7 +325,7 @@ def _fix_draft(ws: Workspace, report: DraftReport, state: Any) -> DraftReport:
     from grounding_core.fixes import UnsafeWrite, apply_edits, check_draft_write, write_atomic
 
     for _ in range(FIX_PASSES):
-        edits = [f.fix for f in report.findings if f.fix is not None]
+        edits = list(dict.fromkeys(edit for f in report.findings if f.fix is not None for edit in (f.fix, *f.also)))
         if edits:
             try:
                 path = check_draft_write(ws.config.root / report.path, ws.config.evidence_root)
@@ -322,9 +336,9 @@ def _fix_draft(ws: Workspace, report: DraftReport, state: Any) -> DraftReport:
                 reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
                 print(f"grounding: not fixing {report.path}: {reason}", file=sys.stderr)
                 return report
-            for edit in edits:
-                print(f"grounding: fixed {report.path}:{edit.span.start_line + 1}: {edit.title}",
-                      file=sys.stderr)
+            for edit in sorted(edits, key=lambda e: (e.span.start_line, e.span.start_col)):
+                print(f"grounding: fixed {report.path}:{edit.span.start_line + 1}: {edit.title}: "
+                      f"{_edit_before(text[len(bom):], edit)} → {shorten(edit.new_text, 100)}", file=sys.stderr)
             report = _check_one(ws, report.path, state)
         else:
             break
@@ -494,19 +508,27 @@ def cmd_log(args: argparse.Namespace) -> int:
     imported: dict[tuple[str, int], str] = {}
     rows: list[tuple[Any, str, str]] = []  # entry, path and reason as shown
     for e in entries:
-        if e.kind == "import":
+        if e.kind == "import" and not e.data:
             imported[(e.doc_id, e.version)] = e.path
-        raw = e.path or imported.get((e.doc_id, e.version), "")
+        raw = e.path or ("" if e.data else imported.get((e.doc_id, e.version), ""))
         reason = e.reason
         if reason.startswith(MOVED) and reason[len(MOVED):]:
             reason = MOVED + display(reason[len(MOVED):])
         rows.append((e, display(raw) if raw else "", reason))
     if args.format == "json":
         print(json.dumps([{"seq": e.seq, "kind": e.kind, "doc_id": e.doc_id, "version": e.version,
-                           "sha256": e.sha256, "path": path, "reason": reason, "recorded_at": e.recorded_at}
-                          for e, path, reason in rows], ensure_ascii=False, indent=1))
+                           "sha256": e.sha256, "path": path, "reason": reason, "recorded_at": e.recorded_at,
+                           **({"memory": json.loads(e.data)} if e.data else {})} for e, path, reason in rows],
+                         ensure_ascii=False, indent=1))
         return EXIT_OK
     for e, path, reason in rows:
+        if e.data:  # memory hook (SPEC §11): memory:SCOPE/KEY and what the event did
+            from grounding_core.memory import MemoryEvent
+
+            event = MemoryEvent.from_row(e.seq, e.kind, e.version, e.data, e.recorded_at)
+            print(f"{e.seq:>6}  {e.recorded_at}  {e.kind:<6}  memory:{event.scope}/{event.key}"
+                  f"  {event.describe()}")
+            continue
         where = f" {path}" if path else ""
         detail = f" sha256:{e.sha256[:12]}{where}" if e.kind == "import" else f"{where} ({reason})"
         print(f"{e.seq:>6}  {e.recorded_at}  {e.kind:<6}  {e.doc_id}@{e.version}{detail}")
