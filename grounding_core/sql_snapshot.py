@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import sqlite3
 import threading
+import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -794,9 +795,12 @@ class SqlSnapshot(IndexSnapshot):
         first ``MAX_SEARCH_GRAMS`` distinct trigrams of the query) are searched, so a
         query of any size is one bounded FTS5 expression. ``rank`` is
         bm25 (lower is better; its statistics include every content ever indexed).
+        Matching is after Unicode NFKC on both sides (the rows hold NFKC lines, the query is
+        folded the same way: ``７天`` finds ``7天`` and back); a hit's ``text`` is the NFKC line.
         While :attr:`search_complete` is False, lines of contents still queued are missed.
         """
-        terms = list(dict.fromkeys(t for t in search_text(query).split() if t))[:MAX_SEARCH_TERMS]
+        folded = unicodedata.normalize("NFKC", search_text(query))
+        terms = list(dict.fromkeys(t for t in folded.split() if t))[:MAX_SEARCH_TERMS]
         if not terms:
             return []
         long_terms = [t for t in terms if len(t) >= 3]

@@ -32,6 +32,7 @@ import os
 import sqlite3
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -58,6 +59,10 @@ FRESH_CHARS = 4_000_000
 """Code points of documents a scan keeps between reading and importing them (beyond, they
 are read again when imported)."""
 """Contents per FTS transaction (a crash loses at most one batch, redone later)."""
+
+FTS_FORM = "nfkc"
+"""The form of the text in full-text rows (``meta.fts_form``): lines after Unicode NFKC. An
+index whose rows have another form is re-queued on open (:meth:`Store._ensure_fts_form`)."""
 
 INHERIT_EVENTS = 2000
 """A new snapshot inherits the previous one's caches across at most this many events."""
@@ -157,6 +162,7 @@ class Store:
         try:
             migrated = self.backend.create_schema()
             self._ensure_derived(force=migrated, queue_fts=migrated)
+            self._ensure_fts_form()
         except (sqlite3.Error, OSError) as exc:
             try:
                 self.backend.close()
@@ -375,6 +381,28 @@ class Store:
 
     # -- full-text search ----------------------------------------------------------------------
 
+    def _ensure_fts_form(self) -> None:
+        """Drop full-text rows written in another form than :data:`FTS_FORM` (an index made
+        before the rows were NFKC-folded) and queue every ever-active content again, in one
+        transaction; ``build_fts`` writes them anew.
+        """
+        conn = self.backend.writer
+        with self._lock:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'fts_form'").fetchone()
+            if row is not None and row[0] == FTS_FORM:
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                self.backend.fts_clear(conn)
+                conn.execute("INSERT INTO fts_queue (content_id) SELECT content_id FROM versions"
+                             " WHERE active_from IS NOT NULL ON CONFLICT DO NOTHING")
+                conn.execute("INSERT INTO meta (key, value) VALUES ('fts_form', ?)"
+                             " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (FTS_FORM,))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
     def fts_pending(self) -> int:
         """Contents still waiting for their full-text rows."""
         return int(self.backend.reader().execute("SELECT COUNT(*) FROM fts_queue").fetchone()[0])
@@ -422,12 +450,14 @@ class Store:
 
 def fts_rows(content_id: int, text: str, front_end: int) -> list[tuple[int, str]]:
     """The FTS rows of one content: its non-blank lines after the front matter (1-based
-    lines below 2**LINE_BITS), keyed ``content_id << LINE_BITS | line``.
+    lines below 2**LINE_BITS) in Unicode NFKC (:data:`FTS_FORM`; searches fold the query the
+    same way, so ``７天`` and ``7天`` find each other), keyed ``content_id << LINE_BITS | line``.
     """
     from .text import split_lines
 
     base = content_id << LINE_BITS
-    return [(base | number, line) for number, line in enumerate(split_lines(text), 1)
+    return [(base | number, unicodedata.normalize("NFKC", line))
+            for number, line in enumerate(split_lines(text), 1)
             if number > front_end and number <= LINE_MASK and line.strip()]
 
 
