@@ -815,12 +815,12 @@ def cells(r: dict[str, Any], corpus: corpora.Corpus) -> dict[str, str]:
             c[key] = c[key] or ("error" if r.get("error") else
                                 ("n/a (no rg)" if key == "rg" else "n/a"))
 
-    put("size", lambda: f"{get('files')[0]} / {fmt_mb(get('bytes')[0])}")
-    put("floor", lambda: fmt_s(get("floor_s")[0]) + cpu("floor_cpu_s"))
-
     def cpu(key: str) -> str:
         """The CPU time next to a wall time, when the worker measured it."""
         return f" [cpu {fmt_s(r[key])}]" if r.get(key) is not None else ""
+
+    put("size", lambda: f"{get('files')[0]} / {fmt_mb(get('bytes')[0])}")
+    put("floor", lambda: fmt_s(get("floor_s")[0]) + cpu("floor_cpu_s"))
 
     def cli() -> str:
         ours, theirs = get("cli_s", "rg_s")
@@ -851,7 +851,8 @@ def cells(r: dict[str, Any], corpus: corpora.Corpus) -> dict[str, str]:
                           + mark(get("check_p95_s")[0] <= 0.02)
                           + (f" [cpu {fmt_s(r['check_cpu_p50_s'])} / {fmt_s(r['check_cpu_p95_s'])}]"
                              if r.get("check_cpu_p95_s") is not None else "")))
-    put("uncited", lambda: fmt_s(get("uncited_s")[0]) + mark(get("uncited_s")[0] < 2 and bool(r.get("uncited_found"))))
+    put("uncited", lambda: (fmt_s(get("uncited_s")[0]) + mark(get("uncited_s")[0] < 2 and bool(r.get("uncited_found")))
+                            + cpu("uncited_cpu_s")))
 
     def rg() -> str:
         ours, theirs = get("check_p50_s", "rg_s")
