@@ -795,9 +795,9 @@ def prose_text(fragment: str) -> str:
     removed, entities decoded, code kept as its text; deleted text (``~~…~~``,
     ``<del>…</del>``, ``<s>``, ``<strike>``) and footnote references are removed. A fragment
     without markup is returned as it is (without its references when they are its only
-    markup: no parse, since the claim-value check runs on every keystroke); one with more than :data:`MAX_INLINE_BRACKETS`
-    ``[`` only loses its references (the inline parser is super-linear there). Code points in,
-    code points out; positions are not kept.
+    markup: no parse, since the claim-value check runs on every keystroke); one with more
+    than :data:`MAX_INLINE_BRACKETS` ``[`` only loses its references (the inline parser is
+    super-linear there). Code points in, code points out; positions are not kept.
     """
     if _MARKUP.search(fragment) is None:
         return fragment

@@ -59,6 +59,8 @@ PUNCTUATION = VALUE_TRAILING_PUNCTUATION
 TOP = "\U0010ffff"
 
 
+CHANGED_CHUNK = 500
+"""Content ids per query when finding what changed between two snapshots."""
 MAX_SEARCH_TERMS = 64
 """Distinct whitespace-separated terms a search uses (the rest are ignored)."""
 MAX_SEARCH_GRAMS = 256
@@ -645,23 +647,30 @@ class SqlSnapshot(IndexSnapshot):
     def changed_since(self, since: int) -> tuple[set[ConflictKey], set[str]]:
         """The conflict keys and known terms (SPEC §7.6 forms) of the contents whose activity
         changed between ``replay(since)`` and this snapshot: what cached answers may differ.
+
+        Read from the contents' ``field_lines`` rows (only contents that are ever active have
+        any, and only they can change an answer), never by parsing the documents again.
         """
         n = self.seq
         keys: set[ConflictKey] = set()
         terms: set[str] = set()
         if since >= n:
             return keys, terms
-        rows = self._rows(
-            "SELECT content_id, doc_id, version FROM versions WHERE"
+        cids = [int(str(r[0])) for r in self._rows(
+            "SELECT content_id FROM versions WHERE"
             " (active_from > ? AND active_from <= ?) OR (active_to > ? AND active_to <= ?)",
-            (since, n, since, n))
-        for cid, doc_id, version in rows:
-            record = VersionRecord(str(doc_id), int(str(version)), "", "", False, int(str(cid)))
-            doc = self.document(record)
-            for fl in doc.field_lines.values():
-                keys.add((doc.subject, fl.field))
-                terms.add(normalize(fl.field))
-                terms.add(normalize(fl.value).rstrip(PUNCTUATION))
+            (since, n, since, n))]
+        fields: set[str] = set()
+        for start in range(0, len(cids), CHANGED_CHUNK):
+            chunk = cids[start:start + CHANGED_CHUNK]
+            for subject, name, norm in self._rows(
+                    "SELECT DISTINCT v.subject, f.field, f.norm FROM field_lines AS f"
+                    " JOIN versions AS v ON v.content_id = f.content_id"
+                    f" WHERE f.content_id IN ({', '.join('?' for _ in chunk)})", chunk):
+                keys.add((str(subject) or None, str(name)))
+                fields.add(str(name))
+                terms.add(str(norm).rstrip(PUNCTUATION))
+        terms.update(normalize(name) for name in fields)
         return keys, terms
 
     def conflicting_keys(self, today: dt.date) -> list[ConflictKey]:

@@ -14,7 +14,9 @@ with only the changed path (a watcher's ``paths`` scan), one with a full walk. T
   fresh store whose derived tables were rebuilt from the same log: version records, key
   summaries, subjects, known terms, citation candidates, conflicting keys, counts, active
   documents and every check of a set of drafts (citations, fields, subjects, contexts);
-- full-text search of every ``replay(n)`` returns exactly the active lines holding a term.
+- full-text search of every ``replay(n)`` returns exactly the active lines holding a term;
+- after every scan, the newest snapshot (its caches inherited from the one before, minus
+  what the new events changed) answers like a snapshot of the same ``n`` with empty caches.
 """
 
 from __future__ import annotations
@@ -240,6 +242,7 @@ def test_every_replay_n_answers_like_a_rebuild_and_the_in_memory_oracle(
                 assert [(e.kind, e.doc_id, e.version, e.sha256, e.path, e.reason) for e in a.events] == \
                     [(e.kind, e.doc_id, e.version, e.sha256, e.path, e.reason) for e in b.events], op
                 assert _findings(paths_store) == _findings(full_store), op
+                _inherited_like_fresh(paths_store, config, seed)
             store = paths_store
             events = store.events()
             cache = ParseCache(store.settings)
@@ -261,6 +264,29 @@ def test_every_replay_n_answers_like_a_rebuild_and_the_in_memory_oracle(
             full_store.close()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _inherited_like_fresh(store: Store, config: Any, seed: int) -> None:
+    """The newest snapshot, whose caches it inherited from the one before (minus what the new
+    events changed), answers like a snapshot of the same ``n`` with empty caches. Asking it
+    also warms its caches for the next snapshot to inherit.
+    """
+    latest = store.snapshot()
+    assert isinstance(latest, SqlSnapshot)
+    fresh = SqlSnapshot(store, latest.seq)
+    keys = {(s, f) for s in SUBJECTS for f in FIELDS}
+    for today in DATES:
+        for key in keys:
+            assert latest.key_summary(key, today) == fresh.key_summary(key, today), key
+        for sentence in _sentences():
+            assert latest.known_term_in(sentence, today) == fresh.known_term_in(sentence, today), sentence
+    for doc_id in fresh.doc_ids():
+        assert {v: _record(r) for v, r in latest.versions(doc_id).items()} == \
+            {v: _record(r) for v, r in fresh.versions(doc_id).items()}, doc_id
+    for text in _drafts(store, seed):
+        draft = parse_draft(text)
+        assert _report(check_draft(draft, latest, config, TODAY, "answers/x.md")) == \
+            _report(check_draft(draft, fresh, config, TODAY, "answers/x.md")), text
 
 
 def _findings(store: Store) -> dict[str, list[tuple[str, str]]]:
