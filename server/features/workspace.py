@@ -108,6 +108,8 @@ async def shutdown(session: Session, params: None) -> None:
     session.shutdown_requested = True
     for name in (_WATCH, _CONFIG_WATCH, _REINDEX, _FTS):
         session.tasks.cancel(name)
+    for task in session.tasks.running_prefixed("evidence:"):  # it reads the store about to close
+        task.cancel()
     ws = session.workspace
     if ws is not None:
         with contextlib.suppress(Exception, asyncio.TimeoutError):
