@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -314,3 +315,38 @@ def _check_search(ours: IndexSnapshot, oracle: IndexSnapshot) -> None:
                          and not doc.is_front_matter_line(i)}
         got = {(h.doc_id, h.version, h.line) for h in ours.search(term, limit=1000)}
         assert got == expected, term
+
+
+def test_what_changed_is_the_same_parsed_or_read_from_field_lines(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``changed_since`` parses a few changed contents and reads many from ``field_lines``;
+    both give the same keys and terms (CJK, astral and CRLF values; a subject; a revocation).
+    """
+    import grounding_core.sql_snapshot as sql_snapshot
+
+    root = tmp_path / "ws"
+    (root / "evidence").mkdir(parents=True)
+    (root / "grounding.toml").write_text(CONFIG_TOML, encoding="utf-8")
+    config = load_config(root)
+    docs = {
+        "a.md": "---\ndoc_id: a\nsubject: 开放日\n---\n- 活动时间：周四 16:30。\n- 地点：𠮷野家🎉\n",
+        "b.md": "---\ndoc_id: b\n---\r\n- 活动时间：周五9:00\r\n- Note: ok!\r\n",
+        "c.md": "- 地点：礼堂\n",
+    }
+    store = Store(str(tmp_path / "x.sqlite"), _settings(config))
+    try:
+        for name, text in docs.items():
+            (root / "evidence" / name).write_text(text, encoding="utf-8", newline="")
+        store.scan(config)
+        since = store.event_count()
+        (root / "evidence/a.md").write_text(docs["a.md"].replace("周四", "周六"), encoding="utf-8")
+        (root / "evidence/c.md").unlink()
+        store.scan(config, paths=["a.md", "c.md"])
+        parsed = SqlSnapshot(store, store.event_count()).changed_since(since)
+        monkeypatch.setattr(sql_snapshot, "CHANGED_PARSE", 0)
+        read = SqlSnapshot(store, store.event_count()).changed_since(since)
+        assert parsed == read
+        assert ("开放日", "活动时间") in parsed[0] and (None, "地点") in parsed[0]
+        assert {"周六16:30", "周四16:30", "礼堂", "地点"} <= parsed[1]
+    finally:
+        store.close()
