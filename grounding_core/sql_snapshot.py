@@ -46,8 +46,10 @@ T = TypeVar("T")
 CACHE_ENTRIES = 4096
 """Entries per snapshot cache (versions by doc_id, key summaries, term verdicts)."""
 
-DOCUMENT_CACHE_CHARS = 8_000_000
-"""Parsed documents kept per store, by text size in code points (about 8 MB of text)."""
+DOCUMENT_CACHE_CHARS = 2_000_000
+"""Parsed documents kept per store, by text size in code points (a parsed document holds
+its text about three times over: text, lines, field lines). 2 M code points hold the
+documents a 100-citation draft cites several times over; 8 M cost the server 110 MB."""
 
 GRAM_CHUNK = 20_000
 
