@@ -76,6 +76,10 @@ _RETIRED = "workspace:retired-stores"
 _FTS = "workspace:full-text"
 FTS_SLICE_SECONDS = 0.25
 """Longest the writer thread spends on full-text rows before other writes get a turn."""
+FTS_SLICE_BATCH = 16
+"""Contents per full-text transaction in the server: the slice's time limit is checked
+between transactions, and 200 contents (the store's default) took over a second at 10k
+on a loaded machine, which an evidence edit's rescan waited for."""
 
 
 # ------------------------------------------------------------------------ lifecycle
@@ -387,7 +391,7 @@ async def _build_full_text(session: Session) -> None:
     if ws is None:
         return
     try:
-        while not await session.writer.run(ws.store.build_fts, FTS_SLICE_SECONDS):
+        while not await session.writer.run(ws.store.build_fts, FTS_SLICE_SECONDS, FTS_SLICE_BATCH):
             if epoch != session.epoch:
                 return
     except Exception:
