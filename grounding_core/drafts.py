@@ -821,12 +821,16 @@ def prose_text(fragment: str) -> str:
     Rendered by markdown-it's inline tokens: emphasis, links and inline HTML tags are
     removed, entities decoded, code kept as its text; deleted text (``~~…~~``,
     ``<del>…</del>``, ``<s>``, ``<strike>``) and footnote references are removed. A fragment
-    without markup is returned as it is; one with more than :data:`MAX_INLINE_BRACKETS`
-    ``[`` only loses its references (the inline parser is super-linear there). Code points in,
-    code points out; positions are not kept.
+    without markup is returned as it is (without its references when they are its only
+    markup: no parse, since the claim-value check runs on every keystroke); one with more
+    than :data:`MAX_INLINE_BRACKETS` ``[`` only loses its references (the inline parser is
+    super-linear there). Code points in, code points out; positions are not kept.
     """
     if _MARKUP.search(fragment) is None:
         return fragment
+    plain = REF_RE.sub("", fragment)
+    if _MARKUP.search(plain) is None:  # references were its only markup (most cited sentences)
+        return plain
     if fragment.count("[") > MAX_INLINE_BRACKETS:
         return REF_RE.sub("", fragment)
     out: list[str] = []

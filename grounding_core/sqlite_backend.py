@@ -73,7 +73,11 @@ searchable (they still verify: verbatim checks never use FTS)."""
 LINE_MASK = (1 << LINE_BITS) - 1
 
 CACHE_KIB = 32 * 1024
-"""SQLite page cache per connection (KiB). Bounded: RSS must stay flat with corpus size."""
+"""SQLite page cache of the writer connection (KiB): scans insert into large B-trees.
+Bounded: RSS must stay flat with corpus size."""
+READER_CACHE_KIB = 8 * 1024
+"""SQLite page cache of each reader connection (KiB; one per reading thread, five in the
+language server): checks read a few index pages per citation and key."""
 
 EVENTS_TABLE = """
 CREATE TABLE IF NOT EXISTS events (
@@ -247,7 +251,7 @@ class SqliteBackend:
     def _connect(self, readonly: bool) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
         conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
+        conn.execute(f"PRAGMA cache_size=-{READER_CACHE_KIB if readonly else CACHE_KIB}")
         conn.execute("PRAGMA temp_store=MEMORY")
         if readonly:
             conn.execute("PRAGMA query_only=1")

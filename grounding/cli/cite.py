@@ -20,13 +20,13 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grounding_core.cite import CiteError
 from grounding_core.workspace import Workspace
 
-from ..api import Verifier, citation_model
-from ..models import Skipped
+if TYPE_CHECKING:
+    from ..api import Verifier
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 CODES = {"unknown-source": "GR102", "stale-citation": "GR104", "inactive-source": "GR106", "meta-field": "GR112"}
@@ -45,6 +45,9 @@ def add_parser(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> N
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
+    from ..api import Verifier, citation_model  # pydantic loads only for this command
+    from ..models import Skipped
+
     verifier = Verifier.from_workspace(ws, scan=True)
     args.target = _undo_ime_slip(verifier, args.target)
     try:

@@ -83,6 +83,10 @@ BUSY_RETRY_SECONDS = (0.5, 30.0)
 """First and longest pause before retrying a scan another process's lock held up (doubling)."""
 FTS_SLICE_SECONDS = 0.25
 """Longest the writer thread spends on full-text rows before other writes get a turn."""
+FTS_SLICE_BATCH = 16
+"""Contents per full-text transaction in the server: the slice's time limit is checked
+between transactions, and 200 contents (the store's default) took over a second at 10k
+on a loaded machine, which an evidence edit's rescan waited for."""
 
 
 # ------------------------------------------------------------------------ lifecycle
@@ -115,6 +119,8 @@ async def shutdown(session: Session, params: None) -> None:
     session.shutdown_requested = True
     for name in (_WATCH, _CONFIG_WATCH, _REINDEX, _FTS):
         session.tasks.cancel(name)
+    for task in session.tasks.running_prefixed("evidence:"):  # it reads the store about to close
+        task.cancel()
     ws = session.workspace
     if ws is not None:
         with contextlib.suppress(Exception, asyncio.TimeoutError):
@@ -440,7 +446,7 @@ async def _build_full_text(session: Session) -> None:
     if ws is None:
         return
     try:
-        while not await session.writer.run(ws.store.build_fts, FTS_SLICE_SECONDS):
+        while not await session.writer.run(ws.store.build_fts, FTS_SLICE_SECONDS, FTS_SLICE_BATCH):
             if epoch != session.epoch:
                 return
     except Exception:
