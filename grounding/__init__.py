@@ -18,8 +18,30 @@ and ``grounding mcp`` (``grounding[mcp]``). ``grounding.cli`` is the command lin
 themselves live in :mod:`grounding_core`.
 """
 
-from .api import IndexReader, IndexView, Verifier, verify
-from .models import Answer, Claim, ContextLog, Diagnostic, LinesUnit, Report, TextUnit, json_schema
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .api import IndexReader, IndexView, Verifier, verify
+    from .models import Answer, Claim, ContextLog, Diagnostic, LinesUnit, Report, TextUnit, json_schema
+
+_LAZY = {name: ".api" for name in ("IndexReader", "IndexView", "Verifier", "verify")} | {
+    name: ".models" for name in ("Answer", "Claim", "ContextLog", "Diagnostic", "LinesUnit", "Report",
+                                 "TextUnit", "json_schema")}
+"""Public names and their modules, imported on first use: ``grounding check`` (the package's
+CLI) never loads pydantic and the API (0.4-0.5 s of its start-up)."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'grounding' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Answer", "Claim", "ContextLog", "Diagnostic", "IndexReader", "IndexView", "LinesUnit", "Report",

@@ -349,7 +349,9 @@ def build_server(root: Path, overrides: dict[str, Any] | None = None, today: dt.
                     hits.append(HitOut(doc_id=hit.doc_id, version=hit.version, line=hit.line, text=c.quote,
                                        path=path, field=c.field, citable=True, footnote=c.footnote()))
                 except core_cite.CiteError as exc:
-                    hits.append(HitOut(doc_id=hit.doc_id, version=hit.version, line=hit.line, text=hit.text,
+                    doc = snapshot.document(record)
+                    raw = doc.lines[hit.line - 1] if 0 < hit.line <= len(doc.lines) else hit.text
+                    hits.append(HitOut(doc_id=hit.doc_id, version=hit.version, line=hit.line, text=raw,
                                        path=path, field=field_line.field if field_line else None, citable=False,
                                        footnote=None, reason=f"{exc.name}: {exc.message}"))
             return SearchResult(hits=hits, indexing=view.indexing, notes=notes)

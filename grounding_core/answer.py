@@ -164,7 +164,7 @@ def generate_answer(
     kept_claims = [] if conflicting else [c for c in claims if c["field"] not in ambiguous]
     wire = build_answer(kept_claims, fields, bool(gate.conflicts), reserve, config.encoding)
     if wire.skipped:
-        left_out = ", ".join(str(c["id"]) for c in wire.skipped)
+        left_out = ", ".join(f'{c["id"]} ({c["field"]})' for c in wire.skipped)
         notes.append(f"left out for the output reserve of {reserve} tokens: {left_out}"
                      " (raise --reserve to include them)")
     return AnswerDraft(question, tuple(fields), subject, compiled, wire,

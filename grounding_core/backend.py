@@ -41,6 +41,10 @@ def text_hash(text: str) -> int:
     return ((zlib.crc32(data) << 32) | zlib.adler32(data)) - (1 << 63)
 
 
+LOCK_WAIT_S = 30.0
+"""How long a write waits, by default, for another process's lock (SQLite busy timeout,
+PostgreSQL ``lock_timeout``)."""
+
 URL_SCHEMES = ("postgresql", "postgres")
 """Schemes of a shared (PostgreSQL) index location; anything else is an SQLite path."""
 
@@ -48,6 +52,20 @@ URL_SCHEMES = ("postgresql", "postgres")
 class BackendError(RuntimeError):
     """The index database cannot be opened or reached; the message names the location
     (never a password).
+    """
+
+
+class NewerLayout(Exception):
+    """The index's layout (SQLite ``PRAGMA user_version``; PostgreSQL ``meta.layout``) is above
+    what this Grounding reads: a newer Grounding wrote it. Raised before anything is written
+    to it (never migrated down, never replaced).
+    """
+
+
+class LockTimeout(RuntimeError):
+    """A write transaction waited longer than the backend's lock wait (:meth:`Backend.lock_wait`)
+    for a lock another process holds (SQLite: the database's write lock; PostgreSQL: a table
+    or row lock, ``lock_timeout``). Nothing was written; the committed state stays readable.
     """
 
 
@@ -100,9 +118,17 @@ class Backend(Protocol):
 
     def clear_derived(self, conn: Connection) -> None: ...
 
+    def lock_wait(self, seconds: float) -> AbstractContextManager[None]:
+        """Within the block, a write waits at most ``seconds`` for a lock another process
+        holds (then :meth:`write` raises :class:`LockTimeout`); afterwards the default wait
+        (30 s) again. Call it with the store's writer lock held.
+        """
+        ...
+
     def write(self, exclusive: bool = True) -> AbstractContextManager[Connection]:
         """One write transaction on the writer connection: committed when the block ends,
-        rolled back when it raises. ``exclusive`` (the log and derived tables): raises
+        rolled back when it raises; :class:`LockTimeout` when it waited too long for another
+        process's lock (see :meth:`lock_wait`). ``exclusive`` (the log and derived tables): raises
         :class:`ReadOnlyIndex` when this process may not write (a shared index whose writer
         lock another process holds); False (work queues such as the full-text queue, whose
         rows are claimed with :meth:`fts_claim`): any process may, unless its database role

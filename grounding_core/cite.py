@@ -129,14 +129,21 @@ def active_record(snapshot: IndexSnapshot, doc_id: str, today: dt.date, version:
                         f"'{doc_id}' has no indexed version {version}; the newest is {newest}",
                         f"cite {doc_id}@{newest}")
     if version is not None and version < newest:
+        from .verify import duplicate_hint, duplicate_note
+
+        duplicate = duplicate_note(versions[version], versions[newest])
         raise CiteError("stale-citation",
                         f"{doc_id}@{version} is not current: version {newest} supersedes it, and only the"
-                        " current version can support an answer",
-                        f"cite {doc_id}@{newest} (or leave the version out)")
+                        " current version can support an answer" + (f" ({duplicate})" if duplicate else ""),
+                        duplicate_hint(versions[version], versions[newest]) if duplicate
+                        else f"cite {doc_id}@{newest}: the line you meant may have another number there")
     record = versions[newest]
     reason = snapshot.inactive_reason(record, today)
     if reason is not None:
+        from .verify import deleted_duplicate_hint
+
         raise CiteError("inactive-source", f"{doc_id}@{newest} is not active: {reason}",
+                        deleted_duplicate_hint(versions) or
                         "revoked, deleted, expired and not-yet-effective documents never support an answer;"
                         " cite another source")
     return record
@@ -150,8 +157,33 @@ def cite_line(snapshot: IndexSnapshot, doc_id: str, line: int, today: dt.date, v
     (``meta-field``: metadata about the document never supports an answer) and a blank line
     (``blank-line``).
     """
-    record = active_record(snapshot, doc_id, today, version)
+    try:
+        record = active_record(snapshot, doc_id, today, version)
+    except CiteError as exc:
+        if exc.name != "stale-citation" or version is None or "duplicate-doc-id" in exc.message:
+            raise
+        hint = _same_line_hint(snapshot, doc_id, version, line)
+        raise CiteError(exc.name, exc.message, hint or exc.hint) from None
     return _citation(snapshot, record, snapshot.document(record), line)
+
+
+def _same_line_hint(snapshot: IndexSnapshot, doc_id: str, version: int, line: int) -> str:
+    """"the same line is DOC@V:N: grounding cite DOC:N" when ``line`` of the superseded
+    ``version`` still exists verbatim in the current one (the line ``grounding check`` re-anchors
+    to, :func:`grounding_core.verify.same_line_in`), else "".
+    """
+    from .verify import same_line_in
+
+    old, newest = snapshot.record(doc_id, version), snapshot.newest(doc_id)
+    if old is None or newest is None or newest.version == version:
+        return ""
+    old_doc = snapshot.document(old)
+    if not 0 < line <= len(old_doc.lines) or old_doc.is_front_matter_line(line):
+        return ""
+    same = same_line_in(snapshot.document(newest), old_doc.lines[line - 1], line)
+    if same is None:
+        return ""
+    return f"the same line is {doc_id}@{newest.version}:{same}: grounding cite {doc_id}:{same}"
 
 
 def cite_path(snapshot: IndexSnapshot, rel_path: str, line: int, today: dt.date, shown_path: str = "") -> Citation:
@@ -170,15 +202,8 @@ def cite_path(snapshot: IndexSnapshot, rel_path: str, line: int, today: dt.date,
                         " (see `grounding index`)")
     newest = snapshot.newest(record.doc_id)
     if newest is not None and newest.version != record.version:
-        old = snapshot.document(record)
-        hint = f"cite {newest.doc_id}@{newest.version} (the file {newest.path} under the evidence folder)"
-        if 0 < line <= len(old.lines):
-            current = snapshot.document(newest)
-            same = [i for i, text in enumerate(current.lines, 1)
-                    if text == old.lines[line - 1] and not current.is_front_matter_line(i)]
-            if same and old.lines[line - 1].strip():
-                hint = (f"the same line is {newest.doc_id}@{newest.version}:{same[0]}:"
-                        f" grounding cite {newest.doc_id}:{same[0]}")
+        hint = (_same_line_hint(snapshot, record.doc_id, record.version, line)
+                or f"cite {newest.doc_id}@{newest.version} (the file {newest.path} under the evidence folder)")
         raise CiteError("stale-citation",
                         f"{shown} holds version {record.version} of '{record.doc_id}', but version"
                         f" {newest.version} is current", hint)
@@ -286,7 +311,8 @@ def cite_document(snapshot: IndexSnapshot, doc_id: str, today: dt.date, grep: st
 def search_citations(snapshot: IndexSnapshot, query: str, today: dt.date, limit: int = 20) -> CiteResult:
     """Citations of active lines matching ``query`` across the corpus, best first (SPEC §4 FTS).
 
-    Every whitespace-separated term must occur in the line. Hits on inactive documents, meta
+    Every whitespace-separated term must occur in the line, compared after Unicode NFKC on
+    both sides (``７天`` finds ``7天`` and back; see :meth:`IndexSnapshot.search`). Hits on inactive documents, meta
     fields or lines the snapshot does not know are listed in ``skipped``. Raises ``no-match`` when
     nothing citable matches. ``limit`` caps the citations returned.
     """
@@ -305,7 +331,8 @@ def search_citations(snapshot: IndexSnapshot, query: str, today: dt.date, limit:
         why = "; ".join(s.message for s in skipped[:3])
         raise CiteError("no-match",
                         f"no active evidence line contains '{shorten(query)}'" + (f" ({why})" if why else ""),
-                        "search for a shorter text; terms are matched as written, each one must occur")
+                        "search for a shorter text: each space-separated term must occur in the line"
+                        " (compared after NFKC, so ７天 finds 7天)")
     return CiteResult(tuple(citations), tuple(skipped))
 
 

@@ -208,6 +208,9 @@ _NEVER_WALKED = (".git", ".grounding")
 def check_index(config: Config, source: str) -> None:
     """SPEC §2: the index is never where the evidence walk reads, and never replaces a file
     that is not a Grounding index. Raises :class:`ConfigError` naming the key ``index``.
+    Unless it is an explicit override, the index (default included) must also resolve inside
+    the workspace root, symlinks followed (a ``.grounding`` symlink, a dangling
+    ``.grounding/index.sqlite`` symlink).
 
     "Where the walk reads": under the evidence root, except inside ``.grounding`` or ``.git``
     (never walked), so ``evidence = "."`` keeps the default ``.grounding/index.sqlite``.
@@ -218,6 +221,11 @@ def check_index(config: Config, source: str) -> None:
         return
     path = Path(config.index_path)
     shown = f"{source}: index = {config.index!r}"
+    if source != "override" and not path.is_relative_to(config.root):
+        raise ConfigError(
+            f"{shown} resolves to {path}, outside the workspace root {config.root} (a symlink such as"
+            " .grounding or the index file itself points there); the index must live inside the"
+            " workspace: remove the symlink, or name another index explicitly")
     if path.is_relative_to(config.evidence_root):
         inside = path.relative_to(config.evidence_root).parts[:-1]
         if not any(part in _NEVER_WALKED for part in inside):

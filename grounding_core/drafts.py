@@ -454,8 +454,8 @@ def _add_claim(draft: ParsedDraft, sentence: Sentence, label: str, ref_span: Spa
         draft.findings.append(Finding(
             "malformed-citation", ref_span,
             f"[^{shown}] has no definition",
-            hint=f'Add a line "[^{shown}]: DOC_ID@VERSION:LINE sha256:HASH "QUOTE"" '
-            "or use the insert-citation action.",
+            hint=f"Add its definition on a line of its own: [^{shown}]: DOC_ID@VERSION:LINE sha256:HASH"
+            ' "WHOLE LINE" (`grounding cite DOC_ID:LINE` prints one to paste).',
         ))
         if first:
             draft.claims.append(Claim(sentence.text, sentence.span, ref_span, None, None, None, label))
@@ -520,7 +520,8 @@ def parse_definition(line: str, line_no: int, label: str) -> Definition:
             fixed, at = slip
             return Definition(
                 label, line_no, span, id_text, None, None, None,
-                f"column {id_col + at + 1}: {_slip_message(id_text, fixed, at)}", f"Write the id as {fixed}.",
+                f"column {id_col + at + 1} of the line: {_slip_message(id_text, fixed, at)}",
+                f"Write the id as {fixed}.",
                 fix=Edit(Span.line(line_no, id_col, id_col + len(id_text)), fixed,
                          f"Write the citation id in ASCII: {shorten(fixed, 60)}"),
             )
@@ -530,8 +531,15 @@ def parse_definition(line: str, line_no: int, label: str) -> Definition:
     hex_text = parts[1][len("sha256:"):]
     if not HEX_RE.fullmatch(hex_text):
         if hex_text.lower() != hex_text and HEX_RE.fullmatch(hex_text.lower()):
-            why = "the hash must be lowercase hex"
-        elif len(hex_text) < 8 and re.fullmatch(r"[0-9a-f]*", hex_text):
+            start = id_col + len(id_text) + 1 + len("sha256:")
+            lower = hex_text.lower()
+            return Definition(
+                label, line_no, span, id_text, None, None, None,
+                "the hash must be lowercase hex (sha256 is written in lowercase)",
+                f"Write it as sha256:{lower}.",
+                fix=Edit(Span.line(line_no, start, start + len(hex_text)), lower, "Write the hash in lowercase"),
+            )
+        if len(hex_text) < 8 and re.fullmatch(r"[0-9a-f]*", hex_text):
             why = f"the hash {shorten(hex_text, 70, quote=True)} is too short: give 8 to 64 hex digits"
         else:
             why = f"the hash {shorten(hex_text, 70, quote=True)} is not 8 to 64 lowercase hex digits"
@@ -813,12 +821,16 @@ def prose_text(fragment: str) -> str:
     Rendered by markdown-it's inline tokens: emphasis, links and inline HTML tags are
     removed, entities decoded, code kept as its text; deleted text (``~~…~~``,
     ``<del>…</del>``, ``<s>``, ``<strike>``) and footnote references are removed. A fragment
-    without markup is returned as it is; one with more than :data:`MAX_INLINE_BRACKETS`
-    ``[`` only loses its references (the inline parser is super-linear there). Code points in,
-    code points out; positions are not kept.
+    without markup is returned as it is (without its references when they are its only
+    markup: no parse, since the claim-value check runs on every keystroke); one with more
+    than :data:`MAX_INLINE_BRACKETS` ``[`` only loses its references (the inline parser is
+    super-linear there). Code points in, code points out; positions are not kept.
     """
     if _MARKUP.search(fragment) is None:
         return fragment
+    plain = REF_RE.sub("", fragment)
+    if _MARKUP.search(plain) is None:  # references were its only markup (most cited sentences)
+        return plain
     if fragment.count("[") > MAX_INLINE_BRACKETS:
         return REF_RE.sub("", fragment)
     out: list[str] = []
@@ -924,6 +936,9 @@ def _split_line(raw: str, line_no: int, start: int, refs: list[tuple[str, int, i
         yield Sentence(text, Span.line(line_no, s, e), tuple(sentence_refs))
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _read_draft_front_matter(draft: ParsedDraft, content: str) -> None:
     """Fill question/fields/subject/context from YAML; bad keys are malformed-citation on line 1."""
     def malformed(message: str) -> None:
@@ -940,8 +955,17 @@ def _read_draft_front_matter(draft: ParsedDraft, content: str) -> None:
     if front_matter_too_deep(content):
         malformed("nested too deeply to read")
         return
+    surrogate = _LONE_SURROGATE.search(content)
+    if surrogate is not None:  # an editor buffer can hold one; YAML's C reader cannot
+        row = content.count("\n", 0, surrogate.start()) + 2  # the front matter starts on line 2
+        malformed(f"line {row} holds a lone surrogate U+{ord(surrogate[0]):04X} (half of a character such as"
+                  " an emoji, e.g. from a broken paste); retype that character")
+        return
     try:
         node = yaml.compose(content, Loader=YAML_LOADER)
+    except (UnicodeError, ValueError) as exc:  # what the YAML reader cannot take at all
+        malformed(f"cannot be read ({type(exc).__name__})")
+        return
     except yaml.YAMLError as exc:
         malformed(f"not valid YAML ({getattr(exc, 'problem', None) or exc})")
         return
@@ -1215,7 +1239,13 @@ def _json_claim(draft: ParsedDraft, claim: Any, ptr: str, span_of: Any, malforme
                 malformed(vspan, f"{key} must be a positive integer, got {got}")
                 ok = False
         elif key == "sha256":
-            if not isinstance(value, str) or not re.fullmatch(r"[0-9a-f]{64}", value):
+            if isinstance(value, str) and re.fullmatch(r"[0-9A-Fa-f]{64}", value) and value != value.lower():
+                draft.findings.append(Finding(
+                    "malformed-citation", vspan, "sha256 must be 64 lowercase hex digits (the full hash)",
+                    hint=f'Write it as "{value.lower()}".',
+                    fix=Edit(vspan, json.dumps(value.lower()), "Write the hash in lowercase")))
+                ok = False
+            elif not isinstance(value, str) or not re.fullmatch(r"[0-9a-f]{64}", value):
                 malformed(vspan, "sha256 must be 64 lowercase hex digits (the full hash)")
                 ok = False
         elif not isinstance(value, str) or not value:
@@ -1233,7 +1263,7 @@ def _json_claim(draft: ParsedDraft, claim: Any, ptr: str, span_of: Any, malforme
                 fixed, at = slip
                 written = (draft.lines[id_span.start_line][id_span.start_col + 1:id_span.end_col - 1]
                            if id_span.start_line == id_span.end_line < len(draft.lines) else "")
-                where = (f"column {id_span.start_col + at + 2}" if written == claim["id"]
+                where = (f"column {id_span.start_col + at + 2} of the line" if written == claim["id"]
                          else f"character {at + 1} of the id")
                 draft.findings.append(Finding(
                     "malformed-citation", id_span, f"{where}: {_slip_message(claim['id'], fixed, at)}",

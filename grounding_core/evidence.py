@@ -46,7 +46,12 @@ _MARKER_START = frozenset(" \t\u3000-*+(（0123456789\uff10\uff11\uff12\uff13\uf
 """First characters a line with a list marker can start with (a fast path for field_lines)."""
 VERSION_RE = re.compile(r"[1-9][0-9]*")
 ISO_DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
-DOC_ID_FORBIDDEN = re.compile(r"[\s@:\[\]\"]")
+DOC_ID_FORBIDDEN = re.compile(r"[\s@:\[\]\"\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+"""Characters a doc_id may not hold (SPEC §3): whitespace, ``@ : [ ] "``, and the invisible
+format characters (zero-width spaces and joiners, bidi marks and isolates, word joiner, BOM),
+which would make two doc_ids that look the same (docs/decisions.md, "Evidence")."""
+DOC_ID_INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+
 FRONT_MATTER_KEYS = ("doc_id", "subject", "title", "version", "status", "effective_from", "effective_until")
 STATUSES = ("active", "revoked")
 
@@ -280,7 +285,9 @@ def _front_matter_from(values: dict[str, tuple[str, int]], end_line: int) -> Fro
 
     doc_id = values.get("doc_id", (None, 0))[0]
     if doc_id is not None and DOC_ID_FORBIDDEN.search(doc_id):
-        raise bad("doc_id", f"{doc_id!r} holds whitespace, '@', ':', '[', ']' or '\"'",
+        invisible = DOC_ID_INVISIBLE.sub(lambda m: f"\\u{ord(m[0]):04x}", doc_id)  # shown as \uXXXX
+        shown = f"'{invisible}'" if invisible != doc_id else repr(doc_id)
+        raise bad("doc_id", f"{shown} holds whitespace, '@', ':', '[', ']', '\"' or an invisible character",
                   "Choose a doc_id without those characters, e.g. 'returns-policy'.")
     version = None
     if "version" in values:
@@ -304,6 +311,11 @@ def _front_matter_from(values: dict[str, tuple[str, int]], end_line: int) -> Fro
                 dates[key] = dt.date.fromisoformat(raw_date)
             except ValueError:
                 raise bad(key, f"{raw_date!r} is not an ISO date YYYY-MM-DD") from None
+    start, until = dates["effective_from"], dates["effective_until"]
+    if start is not None and until is not None and until < start:
+        raise bad("effective_until", f"{until.isoformat()} is earlier than effective_from {start.isoformat()},"
+                  " so the document would never be active",
+                  "Swap the two dates, or correct the one that is wrong.")
     return FrontMatter(
         end_line=end_line,
         doc_id=doc_id,

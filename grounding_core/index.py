@@ -154,7 +154,8 @@ class KeySummary:
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
-    """One full-text hit: a line of a document's active version (1-based), best first.
+    """One full-text hit: a line of a document's active version (1-based), best first;
+    ``text`` is the line after Unicode NFKC (what the search compared).
     ``rank`` is bm25-like: lower is better.
     """
 

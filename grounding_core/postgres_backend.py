@@ -50,7 +50,18 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from .backend import FIELD_HEAD, BackendError, Connection, Cursor, FtsHit, ReadOnlyIndex, redact
+from .backend import (
+    FIELD_HEAD,
+    LOCK_WAIT_S,
+    BackendError,
+    Connection,
+    Cursor,
+    FtsHit,
+    LockTimeout,
+    NewerLayout,
+    ReadOnlyIndex,
+    redact,
+)
 from .sqlite_backend import LINE_BITS, LINE_MASK
 
 LAYOUT = 2
@@ -352,6 +363,7 @@ class PostgresBackend:
         self._listener: psycopg.Connection[Any] | None = None
         self._holds_lock = False
         self._closed = False
+        self._lock_wait = LOCK_WAIT_S
         self.schema = ""
         try:
             self._writer = PgConnection(self, retry_reads=False)
@@ -438,9 +450,10 @@ class PostgresBackend:
             existed = bool(layout[0])
             if existed:
                 row = conn.execute("SELECT value FROM meta WHERE key = 'layout'").fetchone()
-                if row is not None and int(row[0]) > LAYOUT:
-                    raise BackendError(f"the index {self.location} has layout {row[0]}, newer than this"
-                                       f" Grounding's ({LAYOUT}); upgrade Grounding")
+                if row is not None and int(row[0]) > LAYOUT:  # read before anything is written
+                    raise NewerLayout(f"the index {self.location} was written by a newer Grounding (layout"
+                                      f" {row[0]}); this one reads layout {LAYOUT}. Upgrade Grounding, or"
+                                      " name another index; the database is left as it is")
                 if row is None or int(row[0]) < 2:
                     self._accept_memory_events(conn)
                 return False
@@ -480,9 +493,27 @@ class PostgresBackend:
     # -- transactions and the writer lock -------------------------------------------------------
 
     @contextmanager
+    def lock_wait(self, seconds: float) -> Iterator[None]:
+        """The writer's transactions wait at most ``seconds`` for a lock (``lock_timeout``;
+        at least 1 ms, since 0 would mean no limit) within the block, then :data:`LOCK_WAIT_S`.
+        """
+        before, self._lock_wait = self._lock_wait, max(seconds, 0.001)
+        try:
+            yield
+        finally:
+            self._lock_wait = before
+
+    @contextmanager
     def _transaction(self, conn: PgConnection, begin: str = "BEGIN") -> Iterator[None]:
+        """One transaction on ``conn``; on the writer its ``lock_timeout`` is the current lock
+        wait (:meth:`lock_wait`; ``set_config(..., true)`` lasts until the transaction ends,
+        so a reconnected writer gets it too).
+        """
         conn.execute(begin)
         try:
+            if conn is self._writer:
+                conn.execute("SELECT set_config('lock_timeout', ?, true)",
+                             (f"{max(int(self._lock_wait * 1000), 1)}ms",))
             yield
         except BaseException:
             try:
@@ -523,6 +554,8 @@ class PostgresBackend:
         try:
             with self._transaction(conn):
                 yield conn
+        except psycopg.errors.LockNotAvailable as exc:  # lock_timeout: another session holds a lock
+            raise LockTimeout(f"the index {self.location} is locked by another session: {_reason(exc)}") from exc
         except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction) as exc:
             raise ReadOnlyIndex(f"the index {self.location} cannot be written with this role: {_reason(exc)}") from exc
 

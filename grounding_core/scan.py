@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 
 from .config import Config
 from .model import Finding, Location, Span
+from .text import is_printable_path, printable_path
 
 SETTLE_NS = 100_000_000
 """A file is read once its mtime and ctime are at least this old (ns): longer than a file
@@ -55,6 +56,25 @@ READ_BACKOFF_S = 0.05
 """Pause before each retry of an unstable read (doubling)."""
 
 SKIP_DIRS = (".git", ".grounding")
+
+MAX_EVIDENCE_BYTES = 64 * 1024 * 1024
+"""Largest evidence file read (64 MiB; docs/decisions.md, "Index"): a larger one is
+``unreadable-evidence`` naming its size, decided from its stat before any byte is read."""
+
+
+class TooLarge(OSError):
+    """An evidence file over :data:`MAX_EVIDENCE_BYTES`; ``strerror`` names its size."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(errno.EFBIG, f"it is {_size(size)}, over the {_size(MAX_EVIDENCE_BYTES)} limit for"
+                         " evidence files, so it was not read (split it into smaller documents)")
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
 
 
 class StatKey(NamedTuple):
@@ -128,6 +148,14 @@ def _too_long(rel: str) -> Finding:
         "Move the file to a shorter path inside the evidence folder.")
 
 
+def _undecodable_name(shown: str) -> Finding:
+    return file_finding(
+        "unreadable-evidence",
+        f"the file name is not valid UTF-8 ({shown}, undecodable bytes shown as \\xNN); the file was not read",
+        "Rename the file (an archive tool probably wrote its name in GBK or Latin-1); nothing else"
+        " is affected.")
+
+
 def walk_evidence(config: Config) -> Listing:
     """List evidence files (SPEC §2): a full walk of the evidence root (see module docstring)."""
     listing = Listing(full=True)
@@ -143,7 +171,7 @@ def _walk(config: Config, top: Path, top_rel: str, listing: Listing) -> None:
 
     def failed(err: OSError) -> None:
         where = str(err.filename or top)
-        rel = where[root_len:].lstrip(os.sep).replace(os.sep, "/")
+        rel = printable_path(where[root_len:].lstrip(os.sep).replace(os.sep, "/"))
         if err.errno == errno.ENAMETOOLONG:
             listing.refused[rel] = _too_long(rel)
         elif err.errno != errno.ENOENT:
@@ -200,7 +228,13 @@ def evidence_matcher(config: Config) -> Callable[[str], bool]:
 
 def _consider(config: Config, root: Path, full: str, rel: str, listing: Listing,
               inodes: dict[tuple[int, int], str], entry: os.DirEntry[str] | None = None) -> None:
-    """Add one path (a file or a symlink; ``full`` is its absolute path) to ``listing``."""
+    """Add one path (a file or a symlink; ``full`` is its absolute path) to ``listing``.
+
+    A name that is not valid UTF-8 is refused under its :func:`printable_path` (never read).
+    """
+    if not is_printable_path(rel):
+        listing.refused[printable_path(rel)] = _undecodable_name(printable_path(rel))
+        return
     try:
         lst = entry.stat(follow_symlinks=False) if entry is not None else os.lstat(full)
     except OSError as exc:
@@ -223,6 +257,9 @@ def _consider(config: Config, root: Path, full: str, rel: str, listing: Listing,
                 "Copy the document into the evidence folder instead of linking to it.")
             return
         rel_target = resolved.relative_to(root).as_posix()
+        if not is_printable_path(rel_target):
+            listing.refused[rel] = _undecodable_name(printable_path(rel_target))
+            return
         if any(part in SKIP_DIRS for part in rel_target.split("/")):
             return
         rel = rel_target
@@ -260,6 +297,15 @@ def resolve_paths(config: Config, paths: Iterable[str]) -> Listing:
         if not parts or any(p in ("", ".", "..") for p in parts) or any(p in SKIP_DIRS for p in parts):
             continue
         full = root.joinpath(*parts)
+        if not is_printable_path(rel):  # rows are stored under the printable form
+            shown = printable_path(rel)
+            listing.gone.add(shown)
+            listing.gone_prefixes.add(shown + "/")
+            if os.path.isdir(full) and not os.path.islink(full):
+                _walk(config, full, rel, listing)
+            elif config.evidence_matches(rel) and os.path.lexists(full):
+                listing.refused[shown] = _undecodable_name(shown)
+            continue
         if _under_symlinked_folder(root, parts):
             listing.gone.add(rel)
             listing.gone_prefixes.add(rel + "/")
@@ -304,14 +350,20 @@ class Unstable(Exception):
 def read_stable(path: str | Path, attempts: int = READ_ATTEMPTS) -> tuple[bytes, StatKey]:
     """The file's bytes and the stat key they belong to, read while it did not change.
 
-    Raises :class:`Unstable` after ``attempts`` reads that each saw a change, and ``OSError``
-    (``FileNotFoundError`` when it vanished) from the file system.
+    Raises :class:`Unstable` after ``attempts`` reads that each saw a change, :class:`TooLarge`
+    (an ``OSError``) for a file over :data:`MAX_EVIDENCE_BYTES` (never read: at most that
+    many bytes are ever in memory), and ``OSError`` (``FileNotFoundError`` when it vanished)
+    from the file system.
     """
     pause = READ_BACKOFF_S
     for attempt in range(attempts):
         with open(path, "rb") as handle:
             before = StatKey.of(os.fstat(handle.fileno()))
-            data = handle.read()
+            if before.size > MAX_EVIDENCE_BYTES:
+                raise TooLarge(before.size)
+            data = handle.read(MAX_EVIDENCE_BYTES + 1)
+            if len(data) > MAX_EVIDENCE_BYTES:  # grew while read
+                raise TooLarge(len(data))
             after = StatKey.of(os.fstat(handle.fileno()))
         if before == after and after.size == len(data):
             try:

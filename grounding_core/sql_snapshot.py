@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -49,7 +50,10 @@ CACHE_ENTRIES = 4096
 """Entries per snapshot cache (versions by doc_id, key summaries, term verdicts)."""
 
 DOCUMENT_CACHE_CHARS = 8_000_000
-"""Parsed documents kept per store, by text size in code points (about 8 MB of text)."""
+"""Parsed documents kept per store, by text size in code points (a parsed document holds
+its text about three times over: text, lines, field lines). It must hold every document a
+draft cites: 2 M code points was less than the 100 Debian copyright files one draft cites
+(2.5 M), and every check parsed them again (check_draft 10 -> 197 ms CPU)."""
 
 GRAM_CHUNK = 20_000
 
@@ -61,6 +65,11 @@ PUNCTUATION = VALUE_TRAILING_PUNCTUATION
 TOP = "\U0010ffff"
 
 
+CHANGED_PARSE = 64
+"""Changed contents up to which finding what changed parses their documents (beyond: one
+pass over ``field_lines``)."""
+CHANGED_CHUNK = 10_000
+"""Content ids per ``IN`` list in that pass (SQLite allows 32,766 parameters)."""
 MAX_SEARCH_TERMS = 64
 """Distinct whitespace-separated terms a search uses (the rest are ignored)."""
 MAX_SEARCH_GRAMS = 256
@@ -710,6 +719,10 @@ class SqlSnapshot(IndexSnapshot):
     def changed_since(self, since: int) -> tuple[set[ConflictKey], set[str]]:
         """The conflict keys and known terms (SPEC §7.6 forms) of the contents whose activity
         changed between ``replay(since)`` and this snapshot: what cached answers may differ.
+
+        A few contents are parsed again (their documents, about a millisecond each); more than
+        :data:`CHANGED_PARSE` are read from one pass over ``field_lines`` (a storm of 1,000
+        files spent 3 s parsing), whose rows are indexed by key, not by content.
         """
         n = self.seq
         keys: set[ConflictKey] = set()
@@ -720,13 +733,27 @@ class SqlSnapshot(IndexSnapshot):
             "SELECT content_id, doc_id, version FROM versions WHERE"
             " (active_from > ? AND active_from <= ?) OR (active_to > ? AND active_to <= ?)",
             (since, n, since, n))
-        for cid, doc_id, version in rows:
-            record = VersionRecord(str(doc_id), int(str(version)), "", "", False, int(str(cid)))
-            doc = self.document(record)
-            for fl in doc.field_lines.values():
-                keys.add((doc.subject, fl.field))
-                terms.add(normalize(fl.field))
-                terms.add(normalize(fl.value).rstrip(PUNCTUATION))
+        if len(rows) <= CHANGED_PARSE:
+            for cid, doc_id, version in rows:
+                record = VersionRecord(str(doc_id), int(str(version)), "", "", False, int(str(cid)))
+                doc = self.document(record)
+                for fl in doc.field_lines.values():
+                    keys.add((doc.subject, fl.field))
+                    terms.add(normalize(fl.field))
+                    terms.add(normalize(fl.value).rstrip(PUNCTUATION))
+            return keys, terms
+        cids = [int(str(r[0])) for r in rows]
+        fields: set[str] = set()
+        for start in range(0, len(cids), CHANGED_CHUNK):  # one scan of field_lines per chunk
+            chunk = cids[start:start + CHANGED_CHUNK]
+            for subject, name, norm in self._rows(
+                    "SELECT DISTINCT v.subject, f.field, f.norm FROM field_lines AS f"
+                    " JOIN versions AS v ON v.content_id = f.content_id"
+                    f" WHERE f.content_id IN ({', '.join('?' for _ in chunk)})", chunk):
+                keys.add((str(subject) or None, str(name)))
+                fields.add(str(name))
+                terms.add(str(norm).rstrip(PUNCTUATION))
+        terms.update(normalize(name) for name in fields)
         return keys, terms
 
     def conflicting_keys(self, today: dt.date) -> list[ConflictKey]:
@@ -793,9 +820,12 @@ class SqlSnapshot(IndexSnapshot):
         first ``MAX_SEARCH_GRAMS`` distinct trigrams of the query) are searched, so a
         query of any size is one bounded FTS5 expression. ``rank`` is
         bm25 (lower is better; its statistics include every content ever indexed).
+        Matching is after Unicode NFKC on both sides (the rows hold NFKC lines, the query is
+        folded the same way: ``７天`` finds ``7天`` and back); a hit's ``text`` is the NFKC line.
         While :attr:`search_complete` is False, lines of contents still queued are missed.
         """
-        terms = list(dict.fromkeys(t for t in search_text(query).split() if t))[:MAX_SEARCH_TERMS]
+        folded = unicodedata.normalize("NFKC", search_text(query))
+        terms = list(dict.fromkeys(t for t in folded.split() if t))[:MAX_SEARCH_TERMS]
         if not terms:
             return []
         long_terms = [t for t in terms if len(t) >= 3]

@@ -65,9 +65,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from .backend import DERIVED_VERSION, FIELD_HEAD, Connection, FtsHit, text_hash
+from .backend import DERIVED_VERSION, FIELD_HEAD, LOCK_WAIT_S, Connection, FtsHit, LockTimeout, NewerLayout, text_hash
 
-__all__ = ["DERIVED_VERSION", "FIELD_HEAD", "LINE_BITS", "LINE_MASK", "SqliteBackend", "fts_string", "text_hash"]
+__all__ = ["DERIVED_VERSION", "FIELD_HEAD", "LINE_BITS", "LINE_MASK", "NewerLayout", "SqliteBackend", "fts_string",
+           "text_hash"]
 
 LAYOUT = 2
 """``PRAGMA user_version`` of this schema (1: the FTS-only layout before derived tables)."""
@@ -79,7 +80,11 @@ searchable (they still verify: verbatim checks never use FTS)."""
 LINE_MASK = (1 << LINE_BITS) - 1
 
 CACHE_KIB = 32 * 1024
-"""SQLite page cache per connection (KiB). Bounded: RSS must stay flat with corpus size."""
+"""SQLite page cache of the writer connection (KiB): scans insert into large B-trees.
+Bounded: RSS must stay flat with corpus size."""
+READER_CACHE_KIB = 8 * 1024
+"""SQLite page cache of each reader connection (KiB; one per reading thread, five in the
+language server): checks read a few index pages per citation and key."""
 
 EVENTS_TABLE = """
 CREATE TABLE IF NOT EXISTS events (
@@ -218,8 +223,8 @@ DERIVED_TABLES = ("versions", "revocations", "field_lines", "terms", "fields", "
 class SqliteBackend:
     """Connections and SQLite-only operations of one index database (see module docstring).
 
-    Raises ``sqlite3.Error`` or ``OSError`` when the file cannot be opened; the store turns
-    them into its own error.
+    Raises ``sqlite3.Error`` or ``OSError`` when the file cannot be opened, and
+    :class:`NewerLayout` for a newer layout; the store turns them into its own errors.
     """
 
     shared = False
@@ -238,12 +243,19 @@ class SqliteBackend:
         self._local = threading.local()
         self._closed = False
         self.writer = self._connect(readonly=False)
+        layout = int(self.writer.execute("PRAGMA user_version").fetchone()[0])
+        if layout > LAYOUT:  # read before anything is written, even the journal mode
+            self.writer.close()
+            raise NewerLayout(f"the index {path} was written by a newer Grounding (layout {layout});"
+                              f" this one reads layout {LAYOUT}. Upgrade Grounding, or name another"
+                              " index; the file is left as it is")
         self.writer.execute("PRAGMA journal_mode=WAL")
 
     def _connect(self, readonly: bool) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
+                               timeout=LOCK_WAIT_S)
         conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
+        conn.execute(f"PRAGMA cache_size=-{READER_CACHE_KIB if readonly else CACHE_KIB}")
         conn.execute("PRAGMA temp_store=MEMORY")
         if readonly:
             conn.execute("PRAGMA query_only=1")
@@ -361,12 +373,27 @@ class SqliteBackend:
     # -- transactions --------------------------------------------------------------------------
 
     @contextmanager
+    def lock_wait(self, seconds: float) -> Iterator[None]:
+        """The writer's ``busy_timeout`` is ``seconds`` within the block (then :data:`LOCK_WAIT_S`)."""
+        self.writer.execute(f"PRAGMA busy_timeout = {max(int(seconds * 1000), 0)}")
+        try:
+            yield
+        finally:
+            self.writer.execute(f"PRAGMA busy_timeout = {int(LOCK_WAIT_S * 1000)}")
+
+    @contextmanager
     def write(self, exclusive: bool = True) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` on the writer: other writers (processes) wait up to 30 s (every
-        write is exclusive in SQLite).
+        """``BEGIN IMMEDIATE`` on the writer: other writers (processes) wait up to the busy
+        timeout (:meth:`lock_wait`; 30 s by default), then :class:`LockTimeout` (every write is
+        exclusive in SQLite).
         """
         conn = self.writer
-        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            raise LockTimeout(str(exc)) from exc
         try:
             yield conn
         except BaseException:

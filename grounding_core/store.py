@@ -33,13 +33,24 @@ import os
 import sqlite3
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import memory_store
 from . import scan as scanning
-from .backend import Backend, BackendError, Connection, ReadOnlyIndex, open_backend, redact
+from .backend import (
+    LOCK_WAIT_S,
+    Backend,
+    BackendError,
+    Connection,
+    LockTimeout,
+    NewerLayout,
+    ReadOnlyIndex,
+    open_backend,
+    redact,
+)
 from .config import Config
 from .derived import Deriver, event_of, fingerprint, iter_events, rebuild
 from .events import MEMORY_KINDS, Event
@@ -64,14 +75,35 @@ FRESH_CHARS = 4_000_000
 are read again when imported)."""
 """Contents per FTS transaction (a crash loses at most one batch, redone later)."""
 
-INHERIT_EVENTS = 2000
-"""A new snapshot inherits the previous one's caches across at most this many events."""
+FTS_FORM = "nfkc"
+"""The form of the text in full-text rows (``meta.fts_form``): lines after Unicode NFKC. An
+index whose rows have another form is re-queued on open (:meth:`Store._ensure_fts_form`)."""
+
+INHERIT_EVENTS = 200
+"""A new snapshot inherits the previous one's caches across at most this many events: finding
+what the events changed parses every content whose activity changed (1,000 changed files took
+3 s of a storm's rescan), while fresh caches cost only the next checks' lookups."""
 
 walk_evidence = scanning.walk_evidence  # re-exported for callers of the old module
 
 
 class IndexError_(RuntimeError):
     """The index database cannot be opened or is not a Grounding index."""
+
+
+class IndexBusy(IndexError_):
+    """Another process holds the index's write lock (it is indexing) longer than the scan
+    waited for it. The committed state stays readable: :meth:`Store.snapshot` and
+    :meth:`Store.evidence_findings` answer from it without the lock.
+    """
+
+
+class IndexTooNew(IndexError_):
+    """The index was written by a newer Grounding (a higher layout): refused, never written
+    and never replaced by an in-memory index (docs/decisions.md, "Index").
+    """
+
+
 
 
 @dataclass
@@ -143,14 +175,20 @@ class Store:
         self._latest: tuple[int, SqlSnapshot] | None = None
         try:
             self.backend: Backend = open_backend(path)
+        except NewerLayout as exc:
+            raise IndexTooNew(str(exc)) from None
         except BackendError as exc:
             raise IndexError_(str(exc)) from exc
         except _OPEN_ERRORS as exc:
             raise IndexError_(f"cannot open the index {self.location}: {exc}") from exc
-        failures: tuple[type[BaseException], ...] = (*self.backend.errors, BackendError)
+        failures: tuple[type[BaseException], ...] = (*self.backend.errors, BackendError, LockTimeout)
         try:
             migrated = self.backend.create_schema()
             self._ensure_derived(force=migrated, queue_fts=migrated)
+            self._ensure_fts_form()
+        except NewerLayout as exc:
+            self.backend.close()
+            raise IndexTooNew(str(exc)) from None
         except failures as exc:
             try:
                 self.backend.close()
@@ -376,9 +414,11 @@ class Store:
     def _write_memory(self, build: Callable[[Connection, str], MemoryEvent]) -> MemoryEntry:
         """Validate, append the event and update ``memory_entries`` in one write transaction
         (a crash leaves both or neither); costs one key's rows, never the corpus. On a shared
-        index only the writer may; the event is
+        index only the writer may (docs/decisions.md, "Memory on a shared index"); the event is
         announced to the other processes like a scan's (``Backend.notify``). Raises
-        :class:`~grounding_core.memory.MemoryWriteError` when another process writes the index.
+        :class:`~grounding_core.memory.MemoryWriteError` when another process writes the index,
+        and :class:`IndexBusy` when another process kept a lock the write needs for more than
+        :data:`LOCK_WAIT_S` seconds (nothing was written).
         """
         now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         with self._lock:
@@ -389,12 +429,16 @@ class Store:
                     self.backend.notify(conn, event.seq)
             except ReadOnlyIndex as exc:
                 raise MemoryWriteError(f"only the index's writer writes memory: {exc}") from exc
+            except LockTimeout as exc:
+                raise IndexBusy(f"another process is writing the index {self.location} (probably indexing);"
+                                f" it kept the write lock for more than {LOCK_WAIT_S:g} s") from exc
         return versions[event.version or max(versions)]
 
     # -- scanning ------------------------------------------------------------------------------
 
     def scan(self, config: Config, progress: ProgressCallback | None = None,
-             paths: Iterable[str] | None = None, settle: float = scanning.SETTLE_BUDGET_S) -> ScanResult:
+             paths: Iterable[str] | None = None, settle: float = scanning.SETTLE_BUDGET_S,
+             lock_wait: float = LOCK_WAIT_S) -> ScanResult:
         """Bring the index up to date with the evidence folder (SPEC §3, §4).
 
         ``paths`` (relative to the evidence root, from a file watcher): look only at those
@@ -404,7 +448,11 @@ class Store:
         scan waits up to ``settle`` seconds in all; 0: not at all); one that keeps changing,
         or changes while read, is listed in :attr:`ScanResult.unstable` and not indexed from
         that read (read it again later). Appends events only when content changed. Never
-        writes evidence files. Raises FileNotFoundError when the evidence root does not exist.
+        writes evidence files. Raises FileNotFoundError when the evidence root does not exist,
+        and :class:`IndexBusy` when another process holds a lock the scan needs for more than
+        ``lock_wait`` seconds (SQLite: the write lock; PostgreSQL: a table or row lock, e.g. of
+        a ``LOCK TABLE`` or a ``VACUUM FULL``); nothing was written and the committed state is
+        still readable.
 
         Shared index (PostgreSQL): only the writer (the process holding the writer lock,
         taken here when free) scans; a reader's scan appends nothing and returns the shared
@@ -424,7 +472,7 @@ class Store:
                 if paths is not None:
                     listing = scanning.resolve_paths(config, paths)
             try:
-                with self._lock:
+                with self._lock, self.backend.lock_wait(lock_wait):
                     if not self.backend.can_write():
                         return self._read_only_scan(listing)
                     self._ensure_derived()
@@ -436,6 +484,9 @@ class Store:
                         self._latest = None
                         raise
                 break
+            except LockTimeout as exc:
+                raise IndexBusy(f"another process is writing the index {self.location} (probably indexing);"
+                                f" it kept the write lock for more than {lock_wait:g} s") from exc
             except ReadOnlyIndex:
                 return self._read_only_scan(listing)
             except self.backend.lost as exc:
@@ -546,6 +597,31 @@ class Store:
 
     # -- full-text search ----------------------------------------------------------------------
 
+    def _ensure_fts_form(self) -> None:
+        """Drop full-text rows written in another form than :data:`FTS_FORM` (an index made
+        before the rows were NFKC-folded) and queue every ever-active content again, in one
+        transaction; ``build_fts`` writes them anew. On a shared index any process may do it
+        (the full-text rows are work, not state, as in :meth:`build_fts`); the ``meta`` row
+        is set first, so of two processes opening the index at once only one re-queues. A
+        database role that may not write leaves it to the next process that can.
+        """
+        with self._lock:
+            row = self.backend.reader().execute("SELECT value FROM meta WHERE key = 'fts_form'").fetchone()
+            if row is not None and row[0] == FTS_FORM:
+                return
+            try:
+                with self.backend.write(exclusive=False) as conn:
+                    changed = conn.execute(
+                        "INSERT INTO meta (key, value) VALUES ('fts_form', ?) ON CONFLICT (key)"
+                        " DO UPDATE SET value = excluded.value WHERE meta.value <> excluded.value"
+                        " RETURNING key", (FTS_FORM,)).fetchall()
+                    if changed:
+                        self.backend.fts_clear(conn)
+                        conn.execute("INSERT INTO fts_queue (content_id) SELECT content_id FROM versions"
+                                     " WHERE active_from IS NOT NULL ON CONFLICT DO NOTHING")
+            except ReadOnlyIndex:
+                return
+
     def fts_pending(self) -> int:
         """Contents still waiting for their full-text rows."""
         return int(self.backend.reader().execute("SELECT COUNT(*) FROM fts_queue").fetchone()[0])
@@ -635,12 +711,14 @@ def _chunks(items: Iterable[Event], size: int) -> Iterator[list[Event]]:
 
 def fts_rows(content_id: int, text: str, front_end: int) -> list[tuple[int, str]]:
     """The FTS rows of one content: its non-blank lines after the front matter (1-based
-    lines below 2**LINE_BITS), keyed ``content_id << LINE_BITS | line``.
+    lines below 2**LINE_BITS) in Unicode NFKC (:data:`FTS_FORM`; searches fold the query the
+    same way, so ``７天`` and ``7天`` find each other), keyed ``content_id << LINE_BITS | line``.
     """
     from .text import split_lines
 
     base = content_id << LINE_BITS
-    return [(base | number, line) for number, line in enumerate(split_lines(text), 1)
+    return [(base | number, unicodedata.normalize("NFKC", line))
+            for number, line in enumerate(split_lines(text), 1)
             if number > front_end and number <= LINE_MASK and line.strip()]
 
 
@@ -1114,5 +1192,6 @@ def record_location(config: Config, record: VersionRecord, line: int) -> Locatio
     return Location(config.evidence_display(record.path), line)
 
 
-__all__ = ["ImportResult", "IndexError_", "ProgressCallback", "ScanResult", "Store", "event_of", "fts_rows",
+__all__ = ["LOCK_WAIT_S", "ImportResult", "IndexBusy", "IndexError_", "IndexTooNew", "ProgressCallback", "ScanResult",
+           "Store", "event_of", "fts_rows",
            "record_location", "walk_evidence"]

@@ -107,32 +107,34 @@ def has_letter_or_digit(text: str) -> bool:
     return any(ch.isalnum() for ch in text)
 
 
-def describe_difference(expected: str, actual: str) -> str | None:
+def describe_difference(expected: str, actual: str, what: str = "the quote",
+                        source: str = "the source line") -> str | None:
     """Name the first invisible or look-alike difference between two strings, or None.
 
     Used by quote messages (ANCHORS: name the exact character and column). Columns are
-    1-based code points of ``actual``. Returns e.g. ``"column 7: U+00A0 NO-BREAK SPACE where
-    the source has U+0020 SPACE"``.
+    1-based code points of ``actual`` and always say so: ``"column 7 of the quote: U+00A0
+    NO-BREAK SPACE where the source has U+0020 SPACE"``, ``"the quote ends at column 8 of the
+    source line, which goes on with ' A'"`` (``what`` / ``source`` name the two strings).
     """
     if expected == actual:
         return None
     if unicodedata.normalize("NFC", expected) == unicodedata.normalize("NFC", actual):
         quote_form, source_form = _normal_form(actual), _normal_form(expected)
         if quote_form == source_form:
-            forms = "the quote and the source use different Unicode normalisation forms"
+            forms = f"{what} and the source use different Unicode normalisation forms"
         else:
-            forms = f"the quote is in Unicode {quote_form} while the source is {source_form}"
+            forms = f"{what} is in Unicode {quote_form} while the source is {source_form}"
         return forms + "; the characters look identical but the code points differ"
     limit = min(len(expected), len(actual))
     index = next((i for i in range(limit) if expected[i] != actual[i]), limit)
     if index == limit:
         if len(actual) > len(expected):
             extra = actual[limit:]
-            return f"column {limit + 1}: extra text at the end: {_char_list(extra)}"
-        return (f"the quote stops at column {limit + 1}; the source line goes on with"
+            return f"column {limit + 1} of {what}: extra text at the end: {_char_list(extra)}"
+        return (f"{what} ends at column {limit + 1} of {source}, which goes on with"
                 f" {shorten(expected[limit:], 40, quote=True)}")
     return (
-        f"column {index + 1}: {char_name(actual[index])} where the source has "
+        f"column {index + 1} of {what}: {char_name(actual[index])} where the source has "
         f"{char_name(expected[index])}"
     )
 
@@ -181,3 +183,31 @@ def _char_list(chars: Sequence[str]) -> str:
     items = [char_name(c) for c in chars[:3]]
     more = f" and {len(chars) - 3} more" if len(chars) > 3 else ""
     return ", ".join(items) + more
+
+
+def printable_path(path: str) -> str:
+    """``path`` with the bytes of an undecodable file name shown as ``\\xNN``.
+
+    A name read from disk that is not valid UTF-8 (GBK or Latin-1 from an unzipped Windows
+    archive) arrives from ``os`` with surrogate escapes (``os.fsdecode``); such a string
+    cannot be printed, stored in SQLite or hashed. Returns the path unchanged when it is
+    valid (``"caf\\udce9.md"`` gives ``"caf\\\\xe9.md"``, ten characters).
+    """
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        pass
+    try:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that no decoder escaped
+        return path.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def is_printable_path(path: str) -> bool:
+    """True when ``path`` holds no surrogate (it is valid UTF-8 text); see :func:`printable_path`."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

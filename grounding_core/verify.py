@@ -12,7 +12,7 @@ cost follows the draft (its citations and checked keys), never the corpus.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from . import memory as memory_claims
@@ -170,7 +170,7 @@ def _check(draft: ParsedDraft, snapshot: IndexSnapshot, config: Config, today: d
     missing = [f for f in required if f not in covered]
     for name, span in draft.fields:
         if name in missing and not any(c.field == name for c in gate.conflicts):
-            findings.append(_missing_field(name, span, results, snapshot, today))
+            findings.append(_missing_field(name, span, results, snapshot, today, findings, draft.kind == "json"))
     status = _status(gate, valid, missing)
     coverage = _coverage(results, keys.required, gate)
     tokens, reserve = _output_budget(draft, valid, status, missing, visibility, config, findings,
@@ -200,16 +200,26 @@ def _check(draft: ParsedDraft, snapshot: IndexSnapshot, config: Config, today: d
 
 
 def _missing_field(name: str, span: Span, results: list[_ClaimResult], snapshot: IndexSnapshot,
-                   today: dt.date) -> Finding:
-    """GR109, saying why: an invalid citation of the field, an unknown field name, or none."""
-    invalid = [r for r in results if r.field == name and not r.valid]
+                   today: dt.date, findings: list[Finding], json_answer: bool = False) -> Finding:
+    """GR109, saying why: an invalid citation of the field, an unknown field name, or none.
+
+    An invalid citation is named by the line (1-based) of the first finding reported on it, the
+    same place that finding is shown, and in a JSON answer also by its JSON Pointer (``/claims/N``,
+    0-based as RFC 6901 counts).
+    """
+    invalid = [r for r in results if not r.valid and (r.field or r.claim.json_field) == name]
     if invalid:
-        line = invalid[0].claim.citation_span.start_line + 1
+        claim = invalid[0].claim
+        line = _reported_line(claim, findings)
+        where = f"line {line}"
+        if json_answer:
+            where += f" (/claims/{next(i for i, r in enumerate(results) if r.claim is claim)})"
+        what = "claim" if json_answer else "citation"
         return Finding(
             "missing-field", span,
-            f"required field '{name}' is covered by no valid claim: the citation on line {line}"
-            " states it but is not valid",
-            hint=f"Fix the error reported on line {line}; this warning goes with it.")
+            f"required field '{name}' is covered by no valid claim: the {what} on {where} states it but is"
+            " not valid",
+            hint=f"Fix the error reported on {where}; this warning goes with it.")
     if not snapshot.has_field(name, today):
         close = snapshot.similar_field_names(name, today, n=1)
         return Finding(
@@ -218,10 +228,27 @@ def _missing_field(name: str, span: Span, results: list[_ClaimResult], snapshot:
             " that field",
             hint=(f"Did you mean '{close[0]}'?" if close else
                   "Check the field name against the evidence, or keep it to make the answer abstain on it."))
-    return Finding(
-        "missing-field", span, f"required field '{name}' is covered by no valid claim",
-        hint=f"Add a sentence stating '{name}' with a citation to an active evidence line, or remove"
-        " it from fields if the answer should abstain on it.")
+    if json_answer:
+        hint = (f"Add a claim whose field is '{name}', citing an active evidence line (`grounding cite"
+                f" --grep {name} --format json` prints one), or remove it from fields if the answer should"
+                " abstain on it.")
+    else:
+        hint = (f"Add a sentence stating '{name}' with a citation to an active evidence line, or remove"
+                " it from fields if the answer should abstain on it.")
+    return Finding("missing-field", span, f"required field '{name}' is covered by no valid claim", hint=hint)
+
+
+def _reported_line(claim: Claim, findings: list[Finding]) -> int:
+    """The 1-based line where the first finding about ``claim``'s citation is reported (the
+    citation's own line when there is none).
+    """
+    ref = claim.citation
+    first = claim.citation_span.start_line
+    last = max(claim.citation_span.end_line, claim.sentence_span.end_line)
+    start = min(first, claim.sentence_span.start_line)
+    lines = sorted(f.span.start_line for f in findings
+                   if ref is not None and f.citation == ref.id and start <= f.span.start_line <= last)
+    return (lines[0] if lines else first) + 1
 
 
 # -- output budget (§8) -------------------------------------------------------------------
@@ -264,15 +291,19 @@ def _output_budget(draft: ParsedDraft, valid: list[_ClaimResult], status: Status
     if reserve is not None and tokens > reserve:
         findings.append(Finding(
             "output-over-budget", FIRST_LINE,
-            f"the answer wire needs {tokens} output tokens ({config.encoding}, BOS/EOS included)"
-            f" but the reserve is {reserve}",
-            hint="Cite fewer lines or raise context.reserve.",
+            f"the answer needs {tokens} output tokens but the reserve is {reserve}: what is counted is the"
+            f" JSON answer this draft compiles to (SPEC §8: status, its {len(valid)} valid claim(s) with"
+            f" their quotes, ids and hashes, and missing_fields, {config.encoding}, +BOS/EOS), not the"
+            " Markdown prose",
+            hint="Cite fewer lines or raise context.reserve (`grounding check --format json` shows"
+                 " output_tokens).",
         ))
     elif (limit is not None and visibility is not None and visibility.input_tokens is not None
           and visibility.input_tokens + tokens > limit):
         findings.append(Finding(
             "output-over-budget", FIRST_LINE,
-            f"input {visibility.input_tokens} + output {tokens} tokens exceed the limit {limit}",
+            f"input {visibility.input_tokens} + output {tokens} tokens exceed the limit {limit} (input: the"
+            " prompt rendered from the context; output: the JSON answer this draft compiles to, SPEC §8)",
             hint="Raise context.limit or shorten the answer.",
         ))
     return tokens, reserve
@@ -393,7 +424,10 @@ def _check_claim(
         else:
             hint = ("The cited line no longer exists verbatim in the current version; re-read it and"
                     " cite the current line.")
-        message = f"{cid} cites version {ref.version}, but version {newest} of '{ref.doc_id}' is current"
+        message = (f"{cid} cites version {ref.version}, but version {newest} of '{ref.doc_id}' is newer and"
+                   f" not active either ({current_inactive}): no version of it supports an answer"
+                   if current_inactive else
+                   f"{cid} cites version {ref.version}, but version {newest} of '{ref.doc_id}' is current")
         stale_related = [Location(config.evidence_display(current.path), 1, f"current version {newest}")]
         moved = None if fix or current_inactive else _same_field_now(claim, state, current, record)
         if moved is not None:
@@ -403,6 +437,10 @@ def _check_claim(
                     " still says what that line says.")
             stale_related.insert(0, Location(config.evidence_display(current.path), number,
                                              f"{CURRENT_FIELD_LINE} {newest}", text))
+        duplicate = duplicate_note(record, current, config.evidence_display)
+        if duplicate and record is not None:
+            message += f" ({duplicate})"
+            hint = duplicate_hint(record, current, config.evidence_display) + "."
         add("stale-citation", message, hint=hint, fix=fix, related=tuple(stale_related))
         if record is None:
             return result  # older content never indexed: hash and quote are not checked
@@ -411,8 +449,10 @@ def _check_claim(
         reason = state.inactive_reason(record, today)
         if reason is not None:
             supported = False
+            revived = deleted_duplicate_hint(versions, config.evidence_display)
             add("inactive-source", f"{ref.doc_id}@{ref.version} is not active: {reason}",
-                hint="Cite an active source instead; revoked, deleted, expired and not-yet-effective"
+                hint=(revived + ".") if revived else
+                "Cite an active source instead; revoked, deleted, expired and not-yet-effective"
                 " documents never support an answer.")
     doc = state.document(record)
     result.record, result.doc = record, doc
@@ -463,7 +503,7 @@ def _check_claim(
         expected_text = split_marker(quote)
         if claim.json_text != expected_text:
             supported = False
-            difference = describe_difference(expected_text, claim.json_text)
+            difference = describe_difference(expected_text, claim.json_text, "text", "the quote without its marker")
             add("quote-mismatch", "text is not the quote without its list marker"
                 + (f": {difference}" if difference else ""),
                 hint=f"Set text to {expected_text!r}.", at=claim.value_span("text"))
@@ -514,6 +554,56 @@ def record_subject(doc: EvidenceDocument, record: VersionRecord) -> str | None:
     return record.subject if record.line_count >= 0 else doc.subject
 
 
+
+def duplicate_note(cited: VersionRecord | None, current: VersionRecord,
+                   display: Callable[[str], str] = str) -> str:
+    """Why ``current`` superseded a declared version from another file (SPEC §3), or "".
+
+    An undeclared version from another path than the declared one cited is what a stray file
+    sharing the doc_id makes: the index numbers it as the next version (``duplicate-doc-id``).
+    """
+    if cited is None or current.declared or not cited.declared or cited.path == current.path:
+        return ""
+    return (f"{display(current.path)} declares no version but shares doc_id '{current.doc_id}' with"
+            f" {display(cited.path)}, a duplicate-doc-id: the index numbered it version {current.version}"
+            + (", and it is deleted" if current.revoked and current.reason == "deleted" else ""))
+
+
+def duplicate_hint(cited: VersionRecord, current: VersionRecord, display: Callable[[str], str] = str) -> str:
+    """What to do about :func:`duplicate_note` (a sentence without the final stop): the log
+    keeps the stray version as the newest known one (SPEC §4), so only a higher declared
+    version makes the declared file's content current again.
+    """
+    start = f"Declare `version: {current.version + 1}` in {display(cited.path)} to make its content current again"
+    if current.revoked and current.reason == "deleted":
+        return start + f" (the deleted file's version {current.version} stays the newest known)"
+    return (start + f", and give {display(current.path)} its own doc_id if it is a stray copy (deleting or"
+            f" renaming it alone leaves {cited.doc_id}@{cited.version} superseded)")
+
+
+def deleted_duplicate_hint(versions: Mapping[int, VersionRecord], display: Callable[[str], str] = str) -> str:
+    """:func:`duplicate_hint` for an inactive newest version that a deleted stray file made,
+    naming the newest declared version still on disk, or "".
+    """
+    newest = versions[max(versions)]
+    if newest.declared or not (newest.revoked and newest.reason == "deleted"):
+        return ""
+    older = [r for v, r in sorted(versions.items(), reverse=True)
+             if r.declared and not r.revoked and r.path != newest.path]
+    return duplicate_hint(older[0], newest, display) if older else ""
+
+
+def same_line_in(doc: EvidenceDocument, text: str, near: int) -> int | None:
+    """The 1-based body line of ``doc`` whose text is exactly ``text`` (the re-anchor target of
+    a line cited at ``near`` in another version): the same number if it matches, else the
+    nearest, the earlier on a tie; None when no body line is ``text`` or ``text`` is blank.
+    """
+    if not text.strip():
+        return None
+    matches = [i for i, line in enumerate(doc.lines, 1) if line == text and not doc.is_front_matter_line(i)]
+    return min(matches, key=lambda i: (abs(i - near), i)) if matches else None
+
+
 def _reanchor(claim: Claim, state: IndexSnapshot, current: VersionRecord,
               record: VersionRecord | None) -> Edit | None:
     """A re-anchor edit when the cited line still exists verbatim in the current version.
@@ -531,15 +621,13 @@ def _reanchor(claim: Claim, state: IndexSnapshot, current: VersionRecord,
             wanted = old_doc.lines[claim.citation.line - 1]
     if wanted is None:
         return None
-    doc = state.document(current)
-    matches = [i for i, text in enumerate(doc.lines, 1) if text == wanted
-               and not doc.is_front_matter_line(i)]
-    if not matches:
+    line = same_line_in(state.document(current), wanted, claim.citation.line)
+    if line is None:
         return None
-    # prefer the same line number, then the nearest
-    line = min(matches, key=lambda i: (abs(i - claim.citation.line), i))  # type: ignore[union-attr]
     new_id = f"{current.doc_id}@{current.version}:{line}"
     new_text = f'{new_id} sha256:{current.sha256[:12]} "{wanted}"'
+    if new_id == claim.citation.id and wanted == claim.quote:  # only the hash changes
+        return Edit(claim.citation_span, new_text, f"Replace the hash with sha256:{current.sha256[:12]}")
     return Edit(claim.citation_span, new_text, f"Re-anchor to {new_id}")
 
 
@@ -625,11 +713,27 @@ def _claim_value(result: _ClaimResult, findings: list[Finding]) -> None:
     findings.append(Finding(
         "claim-value-mismatch", result.claim.sentence_span,
         f"the sentence does not restate the cited value '{shorten(result.value)}' of"
-        f" '{shorten(result.field or '')}'",
+        f" '{shorten(result.field or '')}': {_value_difference(value, sentence)}",
         hint="State the cited value in the sentence, or cite the line that supports what it says.",
         citation=result.claim.citation.id if result.claim.citation else
         (result.claim.memory.id if result.claim.memory else None),
     ))
+
+
+def _value_difference(value: str, sentence: str) -> str:
+    """What of ``value`` the sentence lacks, both compared as SPEC §7.3 does (NFKC, whitespace
+    removed): the part between the longest prefix and the longest suffix of ``value`` that occur
+    in ``sentence`` (bounded: values over 200 code points get no detail).
+    """
+    if len(value) > 200:
+        return "it is not in the sentence (compared after NFKC, spaces removed)"
+    head = next((n for n in range(len(value) - 1, 0, -1) if value[:n] in sentence), 0)
+    tail = next((n for n in range(len(value) - head - 1, 0, -1) if value[-n:] in sentence), 0)
+    missing = value[head:len(value) - tail]
+    if not head and not tail:
+        return f"none of '{shorten(value, 40)}' occurs in it (compared after NFKC, spaces removed)"
+    found = " and ".join(f"'{shorten(part, 30)}'" for part in (value[:head], value[len(value) - tail:]) if part)
+    return f"it has {found} but not '{shorten(missing, 40)}' (compared after NFKC, spaces removed)"
 
 
 # -- conflict gate (§7.4) and coverage (§7.5) ----------------------------------------------

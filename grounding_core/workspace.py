@@ -16,7 +16,8 @@ from .config import Config, load_config
 from .drafts import ContextSpec, ParsedDraft, draft_kind, parse_draft
 from .index import IndexSnapshot
 from .model import DraftReport, Finding, Span
-from .store import IndexError_, ProgressCallback, ScanResult, Store
+from .store import IndexError_, IndexTooNew, ProgressCallback, ScanResult, Store
+from .text import is_printable_path, printable_path
 from .verify import CompileQuery, Visibility, check_draft
 
 SKIP_DIRS = (".git", ".grounding", "node_modules")
@@ -32,6 +33,10 @@ class Workspace:
     warning: str | None = None
     """Set when the workspace opened with a fallback (e.g. an in-memory index)."""
 
+    fallback: bool = False
+    """True when the configured index could not be opened and an in-memory index replaces it
+    for this run: its log starts empty, so its history (``--at N``) is not the index's."""
+
     @classmethod
     def open(cls, root: Path, **overrides: object) -> Workspace:
         """Load configuration (raises ConfigError) and open the index.
@@ -40,29 +45,44 @@ class Workspace:
         file), the workspace falls back to an in-memory index and sets :attr:`warning`. A
         shared index (a ``postgresql://`` URL) that cannot be reached raises
         :class:`IndexError_` instead: a team's checks must not silently run against another
-        state (the language server falls back to the local SQLite file and says so).
+        state (the language server falls back to the local SQLite file and says so). An
+        index written by a newer Grounding raises :class:`~grounding_core.store.IndexTooNew`.
         """
         config = load_config(root)
         if overrides:
             config = config.with_overrides(**overrides)
         try:
             return cls(config, Store.for_config(config))
+        except IndexTooNew:
+            raise  # a newer Grounding's index is refused, never replaced by memory
         except IndexError_ as exc:
             if config.index_shared:
                 raise
             memory = config.with_overrides(index=":memory:")
             ws = cls(memory, Store.for_config(memory))
             ws.warning = f"{exc}; using an in-memory index for this run"
+            ws.fallback = True
             return ws
 
     def scan(self, progress: ProgressCallback | None = None,
-             paths: Iterable[str] | None = None, settle: float | None = None) -> ScanResult:
+             paths: Iterable[str] | None = None, settle: float | None = None,
+             lock_wait: float | None = None) -> ScanResult:
         """Update the index (:meth:`Store.scan`): a full walk, or only ``paths`` (relative to
-        the evidence root); ``settle`` caps the wait for files still being written.
+        the evidence root); ``settle`` caps the wait for files still being written,
+        ``lock_wait`` the wait for another process's write lock (then :class:`~grounding_core.store.IndexBusy`).
         """
-        if settle is None:
-            return self.store.scan(self.config, progress, paths)
-        return self.store.scan(self.config, progress, paths, settle)
+        options: dict[str, float] = {}
+        if settle is not None:
+            options["settle"] = settle
+        if lock_wait is not None:
+            options["lock_wait"] = lock_wait
+        return self.store.scan(self.config, progress, paths, **options)
+
+    def committed(self) -> ScanResult:
+        """The index as last committed, without scanning (no lock needed): what a reader
+        checks against while another process holds the write lock (:class:`~grounding_core.store.IndexBusy`).
+        """
+        return ScanResult(snapshot=self.store.snapshot(), evidence=self.store.evidence_findings())
 
     def today(self, pinned: dt.date | None = None) -> dt.date:
         return pinned or self.config.today_or()
@@ -78,8 +98,13 @@ class Workspace:
             return os.path.relpath(full, self.config.root).replace(os.sep, "/")
 
     def is_draft(self, rel_path: str) -> bool:
-        """SPEC §2: matches a draft glob and is not under the evidence root."""
-        full = (self.config.root / rel_path).resolve()
+        """SPEC §2: matches a draft glob and is not under the evidence root. A path that no
+        file can have (a NUL, e.g. from a ``%00`` in a URI) is not a draft.
+        """
+        try:
+            full = (self.config.root / rel_path).resolve()
+        except (OSError, ValueError):
+            return False
         if full.is_relative_to(self.config.evidence_root):
             return False
         parts = rel_path.split("/")
@@ -154,7 +179,17 @@ class Workspace:
 
     def check_file(self, rel_path: str, state: IndexSnapshot | None = None,
                    today: dt.date | None = None, count_output: bool = False) -> DraftReport:
-        """Check a draft file; an unreadable file is one malformed-citation finding."""
+        """Check a draft file; an unreadable file is one malformed-citation finding.
+
+        A file name that is not valid UTF-8 is not read: its report names the path with the
+        undecodable bytes shown as ``\\xNN`` (:func:`~grounding_core.text.printable_path`).
+        """
+        if not is_printable_path(rel_path):
+            return _unreadable_report(
+                printable_path(rel_path),
+                f"the file name is not valid UTF-8 ({printable_path(rel_path)}, undecodable bytes shown"
+                " as \\xNN); the draft was not read",
+                "Rename the draft (an archive tool probably wrote its name in GBK or Latin-1).")
         try:
             path = self.config.root / rel_path
             if not path.is_file():

@@ -9,7 +9,7 @@ line at a time (never a copy of the text per call).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from typing import Any
 
 from lsprotocol import types
@@ -19,7 +19,8 @@ from grounding_core.model import Edit, Finding, Location, Severity, Span
 from server.positions import PositionCodec
 
 __all__ = [
-    "DRAFT_MORE", "EVIDENCE_MORE", "MAX_DIAGNOSTICS", "MAX_RELATED", "SEVERITIES", "SOURCE", "LinesOf", "UriOf",
+    "DRAFT_MORE", "EVIDENCE_MORE", "MAX_CONVERTED", "MAX_DIAGNOSTICS", "MAX_RELATED", "SEVERITIES", "SOURCE",
+    "LinesOf", "UriOf",
     "lsp_completion_item", "lsp_completion_list", "lsp_diagnostic", "lsp_diagnostics", "lsp_hover",
     "lsp_line_location", "lsp_location", "lsp_range", "lsp_workspace_edit", "span_from_json",
 ]
@@ -36,6 +37,8 @@ MAX_DIAGNOSTICS = 1000
 and publishing each would stall the client; the rest are counted in one information item."""
 
 MAX_RELATED = 100
+MAX_CONVERTED = 20_000
+"""Converted related locations a shared ``locations`` mapping keeps (then it starts over)."""
 """Related locations shown on one diagnostic (SPEC §7.4 lists at most 5 sources per value;
 this bounds a finding with very many values, the way :data:`MAX_DIAGNOSTICS` bounds a file)."""
 
@@ -113,14 +116,17 @@ EVIDENCE_MORE = "run 'grounding conflicts' and 'grounding index' to see them all
 
 def lsp_diagnostics(findings: Sequence[Finding], lines: Sequence[str], codec: PositionCodec, uri_of: UriOf,
                     lines_of: LinesOf, related_info: bool = True, limit: int = MAX_DIAGNOSTICS,
-                    more: str = DRAFT_MORE) -> list[types.Diagnostic]:
+                    more: str = DRAFT_MORE,
+                    locations: MutableMapping[Location, types.Location] | None = None) -> list[types.Diagnostic]:
     """The diagnostics of one file: at most ``limit`` findings (the most severe, in their
     order), plus one information item at 1:1 counting the ones left out (``more`` says where
-    to see them).
+    to see them). ``locations`` keeps converted related locations across calls (it must be
+    for the same ``uri_of``, ``codec`` and files; at most :data:`MAX_CONVERTED` are kept).
     """
     shown = _most_severe(findings, limit)
     files: dict[str, Sequence[str]] = {}  # each related file read once per call
-    locations: dict[Location, types.Location] = {}  # and each related location converted once
+    if locations is None:  # and each related location converted once
+        locations = {}
 
     def lines_once(path: str) -> Sequence[str]:
         found = files.get(path)
@@ -131,6 +137,8 @@ def lsp_diagnostics(findings: Sequence[Finding], lines: Sequence[str], codec: Po
     def location_once(location: Location) -> types.Location:
         found = locations.get(location)
         if found is None:
+            if len(locations) >= MAX_CONVERTED:
+                locations.clear()
             found = locations[location] = lsp_location(location, uri_of, lines_once, codec)
         return found
 

@@ -54,7 +54,7 @@ from grounding_core.check import check_parsed, check_text
 from grounding_core.config import Config
 from grounding_core.drafts import ParsedDraft, draft_kind
 from grounding_core.index import IndexSnapshot
-from grounding_core.model import DraftReport
+from grounding_core.model import DraftReport, Location
 from grounding_core.text import split_lines
 from grounding_core.workspace import Workspace
 from server.documents import DocumentSnapshot, GroundingWorkspace
@@ -231,6 +231,29 @@ class FileLines:
             while len(self._lines) > self.size:
                 del self._lines[next(iter(self._lines))]
         return found
+
+
+class RelatedLocations:
+    """Related locations already converted for one index view (core ``Location`` -> LSP
+    ``Location``), shared by the reader threads.
+
+    A draft's conflict findings name the same evidence lines on every keystroke (on Debian's
+    copyright files about 1,300 distinct lines, each needing its file's line text for the
+    range: 0.3 s of CPU per keystroke), so they are converted once per view. Started over
+    when the view's generation changes (a scan, settings, midnight) and when
+    ``server.convert.MAX_CONVERTED`` are held.
+    """
+
+    def __init__(self) -> None:
+        self._generation: int | None = None
+        self._converted: dict[Location, types.Location] = {}
+        self._lock = threading.Lock()
+
+    def for_view(self, generation: int) -> dict[Location, types.Location]:
+        with self._lock:
+            if generation != self._generation:
+                self._generation, self._converted = generation, {}
+            return self._converted
 
 
 # -------------------------------------------------------------------------------- tasks
@@ -419,6 +442,8 @@ class Session:
         evidence root); None asks for a full walk (so the first scan is one)."""
         self.scan_wanted = False
         self.file_lines = FileLines()
+        self.related_locations = RelatedLocations()
+        """Converted related locations of draft diagnostics, per view (see the class)."""
         """Lines of files on disk for related locations (see :class:`FileLines`)."""
         self.index_status: dict[str, Any] = {}
         """Where the index lives, for ``grounding/status``: ``Store.describe()`` (backend,
@@ -651,8 +676,11 @@ async def _awaited(session: Session, awaitable: Awaitable[T]) -> T:
 
 
 def _fs_path(uri: str) -> Path | None:
+    """The file-system path of a ``file:`` URI, or None (not a file URI, or one holding a NUL
+    such as ``%00``, which no file name can hold).
+    """
     path = to_fs_path(uri)
-    return Path(path) if path else None
+    return Path(path) if path and "\0" not in path else None
 
 
 def _relative(path: Path, base: Path) -> str | None:

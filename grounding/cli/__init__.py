@@ -20,7 +20,7 @@ from typing import Any
 
 from grounding_core.config import ConfigError, find_workspace_root
 from grounding_core.model import FIRST_LINE, DraftReport, Finding, Severity, Status
-from grounding_core.store import IndexError_, ScanResult
+from grounding_core.store import LOCK_WAIT_S, IndexBusy, IndexError_, ScanResult
 from grounding_core.text import shorten
 from grounding_core.workspace import Workspace
 
@@ -123,7 +123,8 @@ def _parser() -> argparse.ArgumentParser:
     answer.add_argument("--format", choices=("md", "json"), default="md")
     answer.set_defaults(run=cmd_answer)
 
-    log = sub.add_parser("log", help="list the index's events (seq, kind, doc_id, version, path, time) for --at N")
+    log = sub.add_parser("log", help="list the index's events (seq, kind, doc_id, version, path, time) for --at N;"
+                         " read-only (run `grounding index` first to bring it up to date)")
     common(log)
     log.add_argument("--doc", metavar="DOC_ID", help="only this document's events")
     log.add_argument("--format", choices=("text", "json"), default="text")
@@ -163,25 +164,55 @@ def open_workspace(args: argparse.Namespace) -> Workspace:
     if ws.warning:
         print(f"grounding: warning: {ws.warning}", file=sys.stderr)
     if not ws.config.evidence_root.is_dir():
+        if args.root is None and ws.config.source == "defaults" and not args.evidence:
+            raise UsageError(f"no grounding.toml (or [tool.grounding] in pyproject.toml) in {root} or any"
+                             f" folder above it, and {root} has no evidence folder: {_workspace_hint(root)}")
         raise UsageError(f"evidence folder {ws.config.evidence_root} does not exist"
                          " (set 'evidence' in grounding.toml or pass --evidence)")
     return ws
 
 
+READ_LOCK_WAIT_S = 5.0
+"""How long a reading command (``check``, ``conflicts``) waits for another process's write
+lock before it answers from the index as last committed (docs/decisions.md, "Index")."""
+
+
+def _workspace_hint(folder: Path) -> str:
+    """How to name the workspace: ``--root`` with the subfolders of ``folder`` that hold a
+    ``grounding.toml`` (one level, at most 3 named), or the general advice.
+    """
+    try:
+        found = sorted(p.name for p in folder.iterdir() if (p / "grounding.toml").is_file())[:3]
+    except OSError:
+        found = []
+    if found:
+        names = " or ".join(f"--root {name}" for name in found)
+        return f"pass {names} (or cd into it), or run from inside a workspace"
+    return "pass --root WORKSPACE (the folder holding grounding.toml), or cd into the workspace"
+
+
 def _scan(ws: Workspace, show_progress: bool) -> ScanResult:
     """Scan the evidence folder (a progress bar on a terminal). On a shared index another
-    process writes, the scan appends nothing: a note on stderr says who writes.
+    process writes, the scan appends nothing: a note on stderr says who writes. When another
+    process holds the index's write lock (it is indexing) for more than
+    :data:`READ_LOCK_WAIT_S`, say so on stderr and use the last committed state.
     """
-    result = _scan_with_progress(ws, show_progress)
+    try:
+        result = _scan_now(ws, show_progress)
+    except IndexBusy as exc:
+        result = ws.committed()
+        print(f"grounding: warning: {exc}; checking against the index as last committed"
+              f" ({result.snapshot.seq} events): evidence changed since is not seen", file=sys.stderr)
+        return result
     if result.writer is not None:
         print(f"grounding: note: {result.writer}; this run read its state and appended nothing",
               file=sys.stderr)
     return result
 
 
-def _scan_with_progress(ws: Workspace, show_progress: bool) -> ScanResult:
+def _scan_now(ws: Workspace, show_progress: bool, lock_wait: float = READ_LOCK_WAIT_S) -> ScanResult:
     if not show_progress:
-        return ws.scan()
+        return ws.scan(lock_wait=lock_wait)
     from rich.progress import Progress
 
     with Progress(transient=True, console=_stderr_console()) as bar:
@@ -190,7 +221,7 @@ def _scan_with_progress(ws: Workspace, show_progress: bool) -> ScanResult:
         def progress(done: int, total: int, path: str) -> None:
             bar.update(task, completed=done, total=total, description=f"indexing {path[-40:]}")
 
-        return ws.scan(progress)
+        return ws.scan(progress, lock_wait=lock_wait)
 
 
 def _stderr_console() -> Any:
@@ -204,6 +235,10 @@ def _stderr_console() -> Any:
 
 def cmd_check(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
+    if args.at is not None and ws.fallback:
+        raise UsageError(f"--at {args.at}: the index could not be opened, and the in-memory index"
+                         " used instead holds only this run's events, so event numbers from"
+                         " `grounding log` mean nothing here; repair or rebuild the index first")
     scan = _scan(ws, sys.stderr.isatty() and args.format == "text")
     snapshot = scan.snapshot
     if args.at is not None:
@@ -219,14 +254,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     # text output names only files with findings; JSON and SARIF list every evidence file
     evidence = {display(p): fs for p, fs in sorted(scan.evidence.items()) if fs or args.format != "text"}
     fingerprints = fingerprint_map(ws.config.root, reports, evidence)
-    reports, evidence = _apply_baseline(args, reports, evidence, fingerprints)
+    reports, evidence, accepted = _apply_baseline(args, reports, evidence, fingerprints)
     if args.format == "json":
         print(json.dumps(report_json(reports, evidence, fingerprints), ensure_ascii=False, indent=1))
     elif args.format == "sarif":
         print(json.dumps(sarif.report(reports, evidence, ws.config.root, fingerprints), ensure_ascii=False,
                          indent=1))
     else:
-        print_text(reports, evidence)
+        print_text(reports, evidence, accepted)
     errors = sum(r.error_count for r in reports) + sum(
         1 for fs in evidence.values() for f in fs if f.effective_severity is Severity.ERROR)
     return EXIT_ERRORS if errors else EXIT_OK
@@ -323,10 +358,24 @@ def _apply_fixes(ws: Workspace, reports: list[DraftReport], state: Any) -> list[
     a draft that is, or links to, an evidence file is never written (a message on stderr,
     the report stands).
     """
-    from grounding_core.fixes import UnsafeWrite, apply_edits, check_draft_write, write_atomic
-
     out: list[DraftReport] = []
     for report in reports:
+        out.append(_fix_draft(ws, report, state))
+    return out
+
+
+FIX_PASSES = 4
+"""Fix-and-recheck rounds per draft: a fix can uncover another (an id written with an input
+method hides its quote's missing list marker until the id parses)."""
+
+
+def _fix_draft(ws: Workspace, report: DraftReport, state: Any) -> DraftReport:
+    """Apply ``report``'s safe fixes, re-check, and repeat while new fixes appear (at most
+    :data:`FIX_PASSES` rounds); the report of the last check is returned.
+    """
+    from grounding_core.fixes import UnsafeWrite, apply_edits, check_draft_write, write_atomic
+
+    for _ in range(FIX_PASSES):
         edits = list(dict.fromkeys(edit for f in report.findings if f.fix is not None for edit in (f.fix, *f.also)))
         if edits:
             try:
@@ -337,18 +386,21 @@ def _apply_fixes(ws: Workspace, reports: list[DraftReport], state: Any) -> list[
             except (UnsafeWrite, OSError, UnicodeDecodeError) as exc:
                 reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
                 print(f"grounding: not fixing {report.path}: {reason}", file=sys.stderr)
-                out.append(report)
-                continue
+                return report
             for edit in sorted(edits, key=lambda e: (e.span.start_line, e.span.start_col)):
                 print(f"grounding: fixed {report.path}:{edit.span.start_line + 1}: {edit.title}: "
                       f"{_edit_before(text[len(bom):], edit)} → {shorten(edit.new_text, 100)}", file=sys.stderr)
             report = _check_one(ws, report.path, state)
-        out.append(report)
-    return out
+        else:
+            break
+    return report
 
 
-def print_text(reports: list[DraftReport], evidence: dict[str, list[Finding]]) -> None:
-    """Compiler-style lines: ``path:line:col: severity CODE name: message`` + a hint line."""
+def print_text(reports: list[DraftReport], evidence: dict[str, list[Finding]],
+               accepted: dict[str, int] | None = None) -> None:
+    """Compiler-style lines: ``path:line:col: severity CODE name: message`` + a hint line;
+    ``accepted``: findings per draft path that ``--baseline`` left out (said in its summary).
+    """
     counts = {s: 0 for s in Severity}
     for path, findings in list(evidence.items()) + [(r.path, r.findings) for r in reports]:
         for f in findings:
@@ -358,13 +410,15 @@ def print_text(reports: list[DraftReport], evidence: dict[str, list[Finding]]) -
             if f.hint:
                 print(f"    hint: {f.hint}")
     for r in reports:
-        print(summary_line(r))
+        print(summary_line(r, (accepted or {}).get(r.path, 0)))
+    known = sum((accepted or {}).values())
     print(f"{len(reports)} draft(s): {counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s),"
-          f" {counts[Severity.INFORMATION]} information")
+          f" {counts[Severity.INFORMATION]} information" + (f", {known} accepted by the baseline" if known else ""))
 
 
-def summary_line(r: DraftReport) -> str:
-    """One line per draft: status and finding counts first, then fields and coverage (§7.5).
+def summary_line(r: DraftReport, accepted: int = 0) -> str:
+    """One line per draft: status and finding counts first (and how many findings the baseline
+    accepted), then fields and coverage (§7.5).
 
     Coverage is only shown when the draft requires fields; with no active line carrying a
     required field it is 1.00 by definition, and the line says so instead of looking like success.
@@ -373,7 +427,8 @@ def summary_line(r: DraftReport) -> str:
     for f in r.findings:
         counts[f.effective_severity] += 1
     found = ", ".join(f"{n} {label}" for n, label in (
-        (counts[Severity.ERROR], "error(s)"), (counts[Severity.WARNING], "warning(s)")) if n) or "no problems"
+        (counts[Severity.ERROR], "error(s)"), (counts[Severity.WARNING], "warning(s)"),
+        (accepted, "accepted by the baseline")) if n) or "no problems"
     line = f"{r.path}: {r.status.value} ({found})"
     if not r.required_fields:
         return line + "; no required fields"
@@ -414,16 +469,21 @@ def cmd_check_paths(args: argparse.Namespace) -> int:
 
 
 def _apply_baseline(args: argparse.Namespace, reports: list[DraftReport], evidence: dict[str, list[Finding]],
-                    fingerprints: dict[int, str]) -> tuple[list[DraftReport], dict[str, list[Finding]]]:
+                    fingerprints: dict[int, str]
+                    ) -> tuple[list[DraftReport], dict[str, list[Finding]], dict[str, int]]:
+    """``--baseline``: the reports and evidence without the known findings, and how many each
+    draft had (path -> count).
+    """
     if getattr(args, "baseline", None) is None:
-        return reports, evidence
+        return reports, evidence, {}
     try:
         known = baseline.load(args.baseline)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    before = {r.path: len(r.findings) for r in reports}
     reports, evidence, hidden = baseline.apply(known, reports, evidence, fingerprints)
     print(f"grounding: baseline {args.baseline}: {hidden} known finding(s) not reported", file=sys.stderr)
-    return reports, evidence
+    return reports, evidence, {r.path: before[r.path] - len(r.findings) for r in reports}
 
 
 def _pipeline_commands(sub: Any, common: Any) -> None:
@@ -449,7 +509,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.to:
         return cmd_index_to(args)
     ws = open_workspace(args)
-    scan = _scan(ws, sys.stderr.isatty() and args.format == "text")
+    scan = _scan_now(ws, sys.stderr.isatty() and args.format == "text", LOCK_WAIT_S)  # IndexBusy: exit 2
     ws.store.build_fts()  # `grounding index` leaves a complete index: full-text rows included
     snapshot = scan.snapshot
     today = ws.today()
@@ -514,7 +574,7 @@ def cmd_index_to(args: argparse.Namespace) -> int:
         if config.index_shared:
             raise UsageError(f"--to copies a local SQLite index, but this workspace's index is already"
                              f" {config.index_display}; name the SQLite file with --from")
-        _scan(ws, sys.stderr.isatty() and args.format == "text")
+        _scan_now(ws, sys.stderr.isatty() and args.format == "text", LOCK_WAIT_S)  # IndexBusy: exit 2
         source_path = config.index_path
     settings = ParseSettings(config.field_separators, config.meta_fields, config.subject_fields)
     source = ws.store if ws is not None else Store(source_path, settings)
@@ -539,22 +599,40 @@ def cmd_index_to(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+MOVED = "no longer indexed from "
+"""How a revoke's reason names the file a version moved away from (``Store.scan``)."""
+
+
 def cmd_log(args: argparse.Namespace) -> int:
     """``grounding log``: every event (SPEC §4, §9), so ``check --at N`` can be chosen.
 
-    Scans first (like every command), so the log is up to date with the evidence folder.
+    Read-only: it never scans, so it never appends (run ``grounding index`` or ``check`` to
+    bring the log up to date). Paths are printed as stored: relative to the evidence folder
+    each file was read from (an earlier ``--evidence`` may have named another one).
     """
     ws = open_workspace(args)
-    ws.scan()
     entries = ws.store.log_entries(args.doc)
+    # a revoke names the file of the version it revokes, in the same form as its import: the
+    # path as stored (relative to the evidence folder it was read from), never re-rooted
+    def display(path: str) -> str:
+        return path
+    imported: dict[tuple[str, int], str] = {}
+    rows: list[tuple[Any, str, str]] = []  # entry, path and reason as shown
+    for e in entries:
+        if e.kind == "import" and not e.data:
+            imported[(e.doc_id, e.version)] = e.path
+        raw = e.path or ("" if e.data else imported.get((e.doc_id, e.version), ""))
+        reason = e.reason
+        if reason.startswith(MOVED) and reason[len(MOVED):]:
+            reason = MOVED + display(reason[len(MOVED):])
+        rows.append((e, display(raw) if raw else "", reason))
     if args.format == "json":
         print(json.dumps([{"seq": e.seq, "kind": e.kind, "doc_id": e.doc_id, "version": e.version,
-                           "sha256": e.sha256, "path": ws.config.evidence_display(e.path) if e.path else "",
-                           "reason": e.reason, "recorded_at": e.recorded_at,
-                           **({"memory": json.loads(e.data)} if e.data else {})} for e in entries],
+                           "sha256": e.sha256, "path": path, "reason": reason, "recorded_at": e.recorded_at,
+                           **({"memory": json.loads(e.data)} if e.data else {})} for e, path, reason in rows],
                          ensure_ascii=False, indent=1))
         return EXIT_OK
-    for e in entries:
+    for e, path, reason in rows:
         if e.data:  # memory hook (SPEC §11): memory:SCOPE/KEY and what the event did
             from grounding_core.memory import MemoryEvent
 
@@ -562,8 +640,8 @@ def cmd_log(args: argparse.Namespace) -> int:
             print(f"{e.seq:>6}  {e.recorded_at}  {e.kind:<6}  memory:{event.scope}/{event.key}"
                   f"  {event.describe()}")
             continue
-        where = ws.config.evidence_display(e.path) if e.path else ""
-        detail = f" sha256:{e.sha256[:12]} {where}" if e.kind == "import" else f" ({e.reason})"
+        where = f" {path}" if path else ""
+        detail = f" sha256:{e.sha256[:12]}{where}" if e.kind == "import" else f"{where} ({reason})"
         print(f"{e.seq:>6}  {e.recorded_at}  {e.kind:<6}  {e.doc_id}@{e.version}{detail}")
     if not entries:
         print("the event log is empty" + (f" for {args.doc!r}" if args.doc else ""))
@@ -574,7 +652,7 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 def cmd_conflicts(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
-    snapshot = ws.scan().snapshot
+    snapshot = _scan(ws, False).snapshot
     from grounding_core.conflicts import all_conflicts
 
     conflicts = all_conflicts(snapshot, ws.today())

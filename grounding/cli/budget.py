@@ -122,6 +122,13 @@ def cmd_answer(args: argparse.Namespace, ws: Workspace) -> int:
         print(f"grounding: conflict, not resolved (no side is cited): {conflict}", file=sys.stderr)
     for note in answer.notes:
         print(f"grounding: note: {note}", file=sys.stderr)
+    wire = answer.wire
+    summary = (f"grounding: answer: {wire.status.value}, {len(wire.claims)} claim(s),"
+               f" {wire.output_tokens} of {wire.reserve} output tokens")
+    if wire.skipped:
+        summary += (f"; {len(wire.skipped)} claim(s) dropped for the output reserve"
+                    f" ({', '.join(str(c['id']) for c in wire.skipped)}): raise --reserve to keep them")
+    print(summary, file=sys.stderr)
     return EXIT_OK
 
 

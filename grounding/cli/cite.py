@@ -20,13 +20,13 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grounding_core.cite import CiteError
 from grounding_core.workspace import Workspace
 
-from ..api import Verifier, citation_model
-from ..models import Skipped
+if TYPE_CHECKING:
+    from ..api import Verifier
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 CODES = {"unknown-source": "GR102", "stale-citation": "GR104", "inactive-source": "GR106", "meta-field": "GR112"}
@@ -45,7 +45,11 @@ def add_parser(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> N
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
+    from ..api import Verifier, citation_model  # pydantic loads only for this command
+    from ..models import Skipped
+
     verifier = Verifier.from_workspace(ws, scan=True)
+    args.target = _undo_ime_slip(verifier, args.target)
     try:
         result = verifier.cite(args.target, grep=args.grep, limit=args.limit)
     except CiteError as exc:
@@ -68,6 +72,28 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         for s in result.skipped:
             print(f"grounding: note: {s.doc_id}:{s.line} left out: {s.message}", file=sys.stderr)
     return EXIT_OK
+
+
+def _undo_ime_slip(verifier: Verifier, target: str | None) -> str | None:
+    """``target`` with its input-method slips undone (``shipping＠2：11`` -> ``shipping@2:11``, the
+    rule ``check --fix`` applies to citation ids), saying so on stderr; unchanged when it names an
+    evidence path or a known doc_id as written, or the undone form names no known doc_id.
+    """
+    from grounding_core.cite import parse_target
+    from grounding_core.drafts import ime_slip
+
+    if not target or verifier.evidence_path(target) is not None:
+        return target
+    slip = ime_slip(target.strip())
+    fixed = parse_target(slip[0]) if slip is not None else None
+    if slip is None or fixed is None or not verifier.state.versions(fixed.doc_id):
+        return target
+    as_written = parse_target(target)
+    if as_written is not None and verifier.state.versions(as_written.doc_id):
+        return target  # a doc_id that really holds a full-width character
+    print(f"grounding: note: read {target!r} as {slip[0]} (full-width characters an input method"
+          " typed; a citation id's '@', ':' and numbers are ASCII)", file=sys.stderr)
+    return slip[0]
 
 
 def _index_problem(verifier: Verifier, target: str | None) -> str:

@@ -10,7 +10,9 @@ from typing import Any
 
 from grounding_core.config import find_workspace_root, load_config
 
-from ..models import SCHEMAS, json_schema
+SCHEMA_NAMES = ("answer", "context", "report")
+"""The names ``grounding schema`` takes (``grounding.models.SCHEMAS``, imported only when the
+command runs: pydantic is not loaded by the other commands)."""
 
 EXIT_OK, EXIT_USAGE = 0, 2
 
@@ -23,13 +25,16 @@ def workspace_root(args: argparse.Namespace) -> Path:
 
 def cmd_schema(args: argparse.Namespace) -> int:
     """Print the JSON Schema of the answer wire (§5.2), the report (§9) or a context log (§6)."""
+    from ..models import SCHEMAS, json_schema
+
+    assert set(SCHEMAS) == set(SCHEMA_NAMES), "SCHEMA_NAMES must list grounding.models.SCHEMAS"
     print(json.dumps(json_schema(args.name), ensure_ascii=False, indent=1))
     return EXIT_OK
 
 
 def add_schema_parser(sub: Any) -> None:
     p = sub.add_parser("schema", help="print the JSON Schema of the answer wire, the report or a context log")
-    p.add_argument("name", choices=sorted(SCHEMAS))
+    p.add_argument("name", choices=sorted(SCHEMA_NAMES))
     p.set_defaults(run=cmd_schema)
 
 

@@ -22,7 +22,7 @@ from lsprotocol import types
 
 from server.convert import lsp_diagnostics
 from server.features import status
-from server.session import DEBOUNCE_SECONDS, Client, DraftResult, FileLines, IndexView, Session
+from server.session import DEBOUNCE_SECONDS, Client, DraftResult, FileLines, IndexView, RelatedLocations, Session
 
 __all__ = ["did_change", "did_close", "did_open", "did_save", "document_text", "draft_diagnostics",
            "pull", "pull_mode", "recheck_open_drafts", "schedule"]
@@ -104,16 +104,17 @@ async def _check(session: Session, uri: str, delay: float) -> None:
     view = session.current_view()
     assert view is not None
     prepared = await session.readers.run(_prepared, session.client, result, view, _related(session),
-                                         session.file_lines)
+                                         session.file_lines, session.related_locations)
     if not session.is_fresh(result):
         return
     session.client.send_prepared(prepared)
     status.on_result(session, result)
 
 
-def _prepared(client: Client, result: DraftResult, view: IndexView, related: bool, file_lines: FileLines) -> Any:
+def _prepared(client: Client, result: DraftResult, view: IndexView, related: bool, file_lines: FileLines,
+              converted: RelatedLocations | None = None) -> Any:
     """The publication of one result, converted and serialised (worker thread)."""
-    items = draft_diagnostics(result, view, related, file_lines)
+    items = draft_diagnostics(result, view, related, file_lines, converted)
     return client.prepare_diagnostics(result.uri, result.document.version, items)
 
 
@@ -122,13 +123,15 @@ def _related(session: Session) -> bool:
 
 
 def draft_diagnostics(result: DraftResult, view: IndexView, related: bool,
-                      file_lines: FileLines) -> list[types.Diagnostic]:
+                      file_lines: FileLines, converted: RelatedLocations | None = None) -> list[types.Diagnostic]:
     """The LSP diagnostics of one result (worker thread: may read evidence files for the
-    ranges of related locations). ``related``: the client shows related information.
+    ranges of related locations). ``related``: the client shows related information;
+    ``converted`` keeps the related locations converted for this view across keystrokes.
     """
     root = view.config.root
     return lsp_diagnostics(result.report.findings, result.document.lines, result.document.codec,
-                           view.root_uri, lambda rel: file_lines(str(root / rel)), related)
+                           view.root_uri, lambda rel: file_lines(str(root / rel)), related,
+                           locations=converted.for_view(view.generation) if converted is not None else None)
 
 
 def recheck_open_drafts(session: Session) -> None:
@@ -155,7 +158,8 @@ async def pull(session: Session, params: types.DocumentDiagnosticParams) -> type
     if result is None or view is None:
         return empty
     items: Sequence[types.Diagnostic] = await session.readers.run(draft_diagnostics, result, view,
-                                                                  _related(session), session.file_lines)
+                                                                  _related(session), session.file_lines,
+                                                                  session.related_locations)
     if session.is_fresh(result):
         status.on_result(session, result)
     return types.RelatedFullDocumentDiagnosticReport(items=list(items))

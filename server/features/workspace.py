@@ -47,9 +47,9 @@ from typing import Any
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
-from grounding_core.config import LOCAL_INDEX, Config, ConfigError, load_config
+from grounding_core.config import LOCAL_INDEX, Config, ConfigError, check_index, load_config
 from grounding_core.index import IndexSnapshot
-from grounding_core.store import ScanResult, Store
+from grounding_core.store import IndexBusy, ScanResult, Store
 from grounding_core.workspace import Workspace
 from server.features import diagnostics, evidence
 from server.session import Session
@@ -79,8 +79,19 @@ _CONFIG_WATCH = "workspace:watch-config"
 _RETRY = "workspace:retry-unstable"
 _RETIRED = "workspace:retired-stores"
 _FTS = "workspace:full-text"
+_BUSY = "workspace:index-busy"
+_NO_EVIDENCE = "workspace:no-evidence-folder"
+SCAN_LOCK_WAIT_SECONDS = 2.0
+"""How long the writer thread waits for another process's write lock (another ``grounding
+index`` or server) before the scan is retried later."""
+BUSY_RETRY_SECONDS = (0.5, 30.0)
+"""First and longest pause before retrying a scan another process's lock held up (doubling)."""
 FTS_SLICE_SECONDS = 0.25
 """Longest the writer thread spends on full-text rows before other writes get a turn."""
+FTS_SLICE_BATCH = 16
+"""Contents per full-text transaction in the server: the slice's time limit is checked
+between transactions, and 200 contents (the store's default) took over a second at 10k
+on a loaded machine, which an evidence edit's rescan waited for."""
 
 
 # ------------------------------------------------------------------------ lifecycle
@@ -114,6 +125,8 @@ async def shutdown(session: Session, params: None) -> None:
     _stop_watching_shared_index(session)
     for name in (_WATCH, _CONFIG_WATCH, _REINDEX, _FTS):
         session.tasks.cancel(name)
+    for task in session.tasks.running_prefixed("evidence:"):  # it reads the store about to close
+        task.cancel()
     ws = session.workspace
     if ws is not None:
         with contextlib.suppress(Exception, asyncio.TimeoutError):
@@ -181,6 +194,11 @@ def load_settings(root: Path, settings: dict[str, Any]) -> tuple[Config, str | N
     except ConfigError as exc:
         message = f"Grounding: {exc}; using the default configuration."
         config = Config(root=root.resolve())
+        try:
+            check_index(config, "defaults")
+        except ConfigError:  # the default index is unusable too (a .grounding symlink out)
+            message = f"Grounding: {exc}; using the default configuration with an in-memory index."
+            config = config.with_overrides(index=":memory:")
     if settings:
         try:
             config = config.with_overrides(**settings)
@@ -367,8 +385,12 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
     try:
         result, snapshot, searchable = await session.writer.run(_scan_store, ws, report, paths)
     except Exception as exc:
-        if isinstance(exc, FileNotFoundError):  # no evidence folder (yet): check against what there is
+        if isinstance(exc, FileNotFoundError):  # no evidence folder: nothing is evidence
             logger.warning("%s", exc)
+            await _no_evidence_folder(session, ws, epoch, str(exc))
+            return
+        if isinstance(exc, IndexBusy):  # another process is indexing: its commit is readable
+            _retry_busy(session, paths, str(exc))
         else:
             logger.exception("indexing failed; keeping the previous index")
         if epoch == session.epoch and (session.view is None or session.view.epoch != epoch):
@@ -376,6 +398,8 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
             diagnostics.recheck_open_drafts(session)
         session.ready.set()
         return
+    session.feature_state.pop(_BUSY, None)
+    session.feature_state.pop(_NO_EVIDENCE, None)
     session.index_passes += 1
     if epoch == session.epoch:
         session.index_status = {**ws.store.describe(), "fallback": session.index_status.get("fallback")}
@@ -402,6 +426,43 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
         session.tasks.start(_RETRY, _retry_unstable(session), replace=False)
 
 
+async def _no_evidence_folder(session: Session, ws: Workspace, epoch: int, reason: str) -> None:
+    """The configured evidence folder does not exist (the CLI's exit 2): say so once per
+    folder (``window/showMessage``, an error) and check open drafts against the empty state
+    (``replay(0)``), so no draft stays "answered" from evidence that is no longer configured.
+    """
+    shown = f"Grounding: {reason} (set 'evidence' in grounding.toml or the editor setting); drafts are" \
+        " checked against no evidence until it exists."
+    if session.feature_state.get(_NO_EVIDENCE) != shown:
+        session.feature_state[_NO_EVIDENCE] = shown
+        session.client.show_message(types.MessageType.Error, shown)
+    if epoch == session.epoch:
+        _set_snapshot(session, await session.readers.run(ws.store.snapshot, 0))
+        diagnostics.recheck_open_drafts(session)
+    session.ready.set()
+
+
+def _retry_busy(session: Session, paths: set[str] | None, reason: str) -> None:
+    """Scan again after a back-off (0.5 s doubling to 30 s) while another process holds the
+    index's write lock; meanwhile open drafts are checked against its last commit. Says so
+    once per busy spell (``window/showMessage``).
+    """
+    delay = session.feature_state.get(_BUSY)
+    if delay is None:
+        delay = BUSY_RETRY_SECONDS[0]
+        session.client.show_message(types.MessageType.Info, (
+            f"Grounding: {reason}; checking against the index as last committed and indexing again"
+            " once it is free."))
+    session.feature_state[_BUSY] = min(delay * 2, BUSY_RETRY_SECONDS[1])
+    logger.info("index busy; scanning again in %.1f s", delay)
+
+    async def later() -> None:
+        await asyncio.sleep(delay)
+        request_reindex(session, paths)
+
+    session.tasks.start(_BUSY + ":retry", later(), replace=False)
+
+
 async def _build_full_text(session: Session) -> None:
     """Build the full-text rows a scan queued (in the writer thread, in slices, so a scan the
     watcher asks for waits at most one slice). Until they are built, ``query`` contexts and
@@ -412,7 +473,7 @@ async def _build_full_text(session: Session) -> None:
     if ws is None:
         return
     try:
-        while not await session.writer.run(ws.store.build_fts, FTS_SLICE_SECONDS):
+        while not await session.writer.run(ws.store.build_fts, FTS_SLICE_SECONDS, FTS_SLICE_BATCH):
             if epoch != session.epoch:
                 return
     except Exception:
@@ -438,7 +499,8 @@ def _scan_store(ws: Workspace, progress: Callable[[int, int, str], None] | None,
     ``ScanResult.unstable`` and is retried. Also says whether the snapshot's full-text rows
     are complete.
     """
-    result = ws.store.scan(ws.config, progress, paths=sorted(paths) if paths is not None else None)
+    result = ws.store.scan(ws.config, progress, paths=sorted(paths) if paths is not None else None,
+                           lock_wait=SCAN_LOCK_WAIT_SECONDS)
     return result, result.snapshot, result.snapshot.search_complete
 
 

@@ -237,7 +237,7 @@ def test_text_format_prints_compiler_style_lines_with_hints(
     assert quote[1].group("path", "line", "col", "severity", "code") == (
         "answers/typo.md", "8", "7", "error", "GR103")
     assert lines[quote[0] + 1].startswith("    hint: ")
-    assert "column 12: U+FF1A FULLWIDTH COLON" in quote[1]["message"]
+    assert "column 12 of the quote: U+FF1A FULLWIDTH COLON" in quote[1]["message"]
     assert ("answers/typo.md: abstain (1 error(s), 1 warning(s)); required [活动时间], covered [],"
             " missing [活动时间]; coverage 0.00") in lines
     assert lines[-1] == "3 draft(s): 1 error(s), 2 warning(s), 0 information"

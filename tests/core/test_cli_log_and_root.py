@@ -25,10 +25,11 @@ def workspace(tmp_path: Path) -> Path:
 
 
 def test_log_lists_every_event_with_seq_kind_id_and_path(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run(capsys, "index", "--root", workspace, "--format", "json")
     code, out, _ = run(capsys, "log", "--root", workspace)
     assert code == 0
     lines = out.splitlines()
-    assert any("import  schedule@2 sha256:" in line and "evidence/schedule.md" in line for line in lines)
+    assert any("import  schedule@2 sha256:" in line and line.endswith(" schedule.md") for line in lines)
     assert lines[-1].startswith("2 event(s)")
 
 
@@ -37,6 +38,7 @@ def test_log_json_follows_a_version_bump_and_a_deletion(workspace: Path,
     run(capsys, "index", "--root", workspace, "--format", "json")
     (workspace / "evidence/schedule.md").write_text(SCHEDULE_V3, encoding="utf-8", newline="")
     (workspace / "evidence/other.md").unlink()
+    run(capsys, "index", "--root", workspace, "--format", "json")
     code, out, _ = run(capsys, "log", "--root", workspace, "--format", "json")
     assert code == 0
     events = json.loads(out)

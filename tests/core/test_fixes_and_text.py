@@ -54,9 +54,9 @@ def test_normalisation_for_values_only() -> None:
 def test_difference_names_invisible_characters_and_columns() -> None:
     assert describe_difference("- 时间：周四", "- 时间：周四") is None
     assert describe_difference("- 时间：周四", "- 时间：周四\u00a0") == (
-        "column 8: extra text at the end: U+00A0 NO-BREAK SPACE")
+        "column 8 of the quote: extra text at the end: U+00A0 NO-BREAK SPACE")
     assert describe_difference("- 时间：周四", "-\u3000时间：周四") == (
-        "column 2: U+3000 IDEOGRAPHIC SPACE where the source has U+0020 SPACE")
+        "column 2 of the quote: U+3000 IDEOGRAPHIC SPACE where the source has U+0020 SPACE")
     assert "NFD" in (describe_difference("Café", "Cafe\u0301") or "")
 
 

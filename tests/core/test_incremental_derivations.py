@@ -13,6 +13,7 @@ import datetime as dt
 import hashlib
 import random
 import sqlite3
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -139,7 +140,7 @@ def _fts(store: Store) -> list[tuple[int, int, str]]:
 
 def _expected_fts(store: Store) -> list[tuple[int, int, str]]:
     """The non-blank body lines of every content that was ever active (SPEC §4 FTS rows
-    answer any replay(n); docs/decisions.md "FTS over history").
+    answer any replay(n); docs/decisions.md "FTS over history"), in NFKC as they are stored.
     """
     out = []
     for event in store.events():
@@ -151,7 +152,7 @@ def _expected_fts(store: Store) -> list[tuple[int, int, str]]:
         if snapshot.newest(event.doc_id) != record or record.revoked or record.status == "revoked":
             continue  # never active (an archive, or status: revoked)
         doc = snapshot.document(record)
-        out += [(event.seq, i, text) for i, text in enumerate(doc.lines, 1)
+        out += [(event.seq, i, unicodedata.normalize("NFKC", text)) for i, text in enumerate(doc.lines, 1)
                 if text.strip() and not doc.is_front_matter_line(i)]
     return sorted(out)
 

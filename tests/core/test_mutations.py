@@ -153,7 +153,7 @@ def test_json_quote_with_one_character_changed_is_quote_mismatch(ws: Workspace) 
     report, text = check_json(ws, mutated(quote="- 活动时间：周四16:31", text="活动时间：周四16:31"))
     assert_rejected(report, "quote-mismatch")
     finding = only(report, "quote-mismatch")
-    assert "column 14: U+0031 DIGIT ONE" in finding.message
+    assert "column 14 of the quote: U+0031 DIGIT ONE" in finding.message
     assert pos(finding) == value_pos(text, "quote")
 
 
@@ -208,13 +208,13 @@ def test_json_nfd_quote_is_quote_mismatch_naming_the_normalisation(ws: Workspace
 def test_json_quote_with_a_trailing_space_is_quote_mismatch_naming_it(ws: Workspace) -> None:
     report, _ = check_json(ws, mutated(quote=LINE6 + " ", text=VALID_CLAIM["text"] + " "))
     assert_rejected(report, "quote-mismatch")
-    assert "column 15: extra text at the end: U+0020 SPACE" in only(report, "quote-mismatch").message
+    assert "column 15 of the quote: extra text at the end: U+0020 SPACE" in only(report, "quote-mismatch").message
 
 
 def test_json_half_line_quote_is_quote_mismatch(ws: Workspace) -> None:
     report, _ = check_json(ws, mutated(quote="- 活动时间：周四", text="活动时间：周四"))
     assert_rejected(report, "quote-mismatch")
-    assert "stops at column 10" in only(report, "quote-mismatch").message
+    assert "ends at column 10 of the source line" in only(report, "quote-mismatch").message
 
 
 def test_json_claim_with_an_extra_key_is_malformed_citation(ws: Workspace) -> None:
@@ -326,11 +326,11 @@ def test_markdown_quote_with_a_trailing_space_names_u0020_and_its_column(ws: Wor
 def test_markdown_half_line_quote_is_quote_mismatch(ws: Workspace) -> None:
     report, _ = check_md(ws, f'"{LINE6}"', '"- 活动时间：周四"')
     finding = only(report, "quote-mismatch")
-    assert "the quote stops at column 10" in finding.message
+    assert "the quote ends at column 10 of the source line" in finding.message
     assert "'16:30'" in finding.message
 
 
 def test_markdown_quote_with_a_no_break_space_names_the_character(ws: Workspace) -> None:
     report, _ = check_md(ws, f'"{LINE6}"', '"-\u00a0活动时间：周四16:30"')
     finding = only(report, "quote-mismatch")
-    assert "column 2: U+00A0 NO-BREAK SPACE where the source has U+0020 SPACE" in finding.message
+    assert "column 2 of the quote: U+00A0 NO-BREAK SPACE where the source has U+0020 SPACE" in finding.message

@@ -364,7 +364,8 @@ async def test_reanchor_action_fixes_a_stale_or_hash_mismatched_citation(
     diagnostics = [d for d in await buffer.diagnostics() if d.code == code]
     assert diagnostics
     actions = await code_actions(buffer, diagnostics)
-    action = next(a for a in actions if a.title == "Re-anchor to schedule@2:8")
+    title = "Re-anchor to schedule@2:8" if problem == "stale" else f"Replace the hash with sha256:{v2}"
+    action = next(a for a in actions if a.title == title)
     assert action.is_preferred and action.diagnostics and action.diagnostics[0].code == code
     assert action.edit is not None
     buffer.apply(action.edit)

@@ -152,3 +152,59 @@ def test_cite_never_writes_evidence(capsys: pytest.CaptureFixture[str], pipeline
     run(capsys, pipeline_root, "--grep", "时间")
     after = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in (pipeline_root / "evidence").rglob("*.md")}
     assert before == after and os.listdir(pipeline_root / "evidence")
+
+
+FULL_WIDTH = "---\r\ndoc_id: hotline\r\n---\r\n- 客服：２４小时在线 🎉\r\n3、运费：满９９元包邮𠮷\r\n"
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("审核通过后３个工作日", ("refund", 3)),     # full-width query, half-width line (trigram path)
+    ("周四１６:30", ("schedule", 7)),           # the CRLF file with an emoji
+    ("24小时", ("hotline", 4)),                 # half-width query, full-width line
+    ("９９", ("hotline", 5)),                   # a short term (substring path), numbered-list line
+    ("99元", ("hotline", 5)),
+])
+def test_grep_across_documents_matches_after_nfkc_on_both_sides(
+        capsys: pytest.CaptureFixture[str], pipeline_root: Path, query: str, expected: tuple[str, int]) -> None:
+    write(pipeline_root, {"evidence/hotline.md": FULL_WIDTH})
+    code, out, err = run(capsys, pipeline_root, "--grep", query)
+    assert code == 0, err
+    doc_id, line = expected
+    assert out.startswith(f"[^1]: {doc_id}@") and f":{line} sha256:" in out.splitlines()[0]
+    # the quote is the line as written, never its NFKC form
+    version = 2 if doc_id == "schedule" else 1
+    raw = FULL_WIDTH.split("\r\n")[line - 1] if doc_id == "hotline" else line_of(doc_id, version, line)
+    assert out.splitlines()[0].endswith(f'"{raw}"')
+
+
+def test_a_corpus_grep_that_matches_nothing_says_how_terms_are_compared(
+        capsys: pytest.CaptureFixture[str], pipeline_root: Path) -> None:
+    code, _, err = run(capsys, pipeline_root, "--grep", "运费")
+    assert code == 1 and "no-match" in err
+    assert "as written" not in err and "NFKC" in err
+
+
+def test_an_index_with_full_text_rows_as_written_is_refolded_on_open(
+        capsys: pytest.CaptureFixture[str], pipeline_root: Path) -> None:
+    """An index built before the rows were NFKC-folded (raw rows, no ``fts_form``) is re-queued
+    on open, so the next search finds full-width lines from a half-width query.
+    """
+    import sqlite3
+
+    from grounding_core.store import fts_rows
+
+    write(pipeline_root, {"evidence/hotline.md": FULL_WIDTH})
+    assert run(capsys, pipeline_root, "--grep", "24小时")[0] == 0
+    db = sqlite3.connect(pipeline_root / ".grounding" / "index.sqlite")
+    with db:
+        raw_rows = db.execute("SELECT rowid, text FROM lines_fts").fetchall()
+        db.execute("DELETE FROM lines_fts")
+        db.executemany("INSERT INTO lines_fts (rowid, text) VALUES (?, ?)",
+                       [(rowid, FULL_WIDTH.split("\r\n")[(rowid & 0xFFFFFF) - 1] if "24小时" in text or "99元" in text
+                         else text) for rowid, text in raw_rows])
+        db.execute("DELETE FROM meta WHERE key = 'fts_form'")
+    assert db.execute("SELECT COUNT(*) FROM lines_fts WHERE instr(text, '２４') > 0").fetchone()[0] == 1
+    db.close()
+    code, out, _ = run(capsys, pipeline_root, "--grep", "24小时")
+    assert code == 0 and "hotline@1:4" in out
+    assert fts_rows(1, "- ２４小时\n", 0) == [(1 << 24 | 1, "- 24小时")]

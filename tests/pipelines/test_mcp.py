@@ -142,6 +142,19 @@ async def test_search_covers_active_lines_only_and_compiled_units_go_back_into_c
     assert too_small.is_error and "invalid-argument" in too_small.content[0].text
 
 
+async def test_search_evidence_matches_after_nfkc_and_shows_lines_as_written(pipeline_root: Path) -> None:
+    write(pipeline_root, {"evidence/hotline.md": "---\r\ndoc_id: hotline\r\n---\r\n- 客服：２４小时在线 🎉\r\n"
+                                                 "- 版本说明：９９\r\n"})
+    async with server(pipeline_root) as client:
+        folded = structured(await call(client, "search_evidence", {"query": "审核通过后３个工作日"}))["hits"]
+        wide = structured(await call(client, "search_evidence", {"query": "24小时"}))["hits"]
+        meta = structured(await call(client, "search_evidence", {"query": "99"}))["hits"]
+    assert [(h["doc_id"], h["line"]) for h in folded] == [("refund", 3)]
+    assert [(h["doc_id"], h["line"], h["text"]) for h in wide] == [("hotline", 4, "- 客服：２４小时在线 🎉")]
+    # a hit that cannot be cited still shows its line as written, not its NFKC form
+    assert [(h["line"], h["citable"], h["text"]) for h in meta] == [(5, False, "- 版本说明：９９")]
+
+
 async def test_bad_arguments_are_is_error_results_and_the_server_keeps_serving(pipeline_root: Path) -> None:
     async with server(pipeline_root) as client:
         bad_date = await call(client, "check_answer", {"answer": "{}", "today": "tomorrow"})

@@ -59,3 +59,44 @@ def test_the_ci_job_uploads_sarif_produced_with_a_baseline() -> None:
 def readme_precommit_config() -> str:
     """The README's ``repo: local`` pre-commit configuration (used by test_precommit.py)."""
     return fence_with("yaml", "repo: local")
+
+
+def test_the_getting_a_citation_commands_run_as_pasted_from_the_repository_root(tmp_path: Path) -> None:
+    """The README's citation commands, pasted into a shell at the repository root, all succeed
+    (its ``cd examples`` included) and print verified citations.
+    """
+    shutil.copytree(REPO / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns(".grounding"))
+    block = fence_with("sh", "grounding cite schedule:14")
+    assert block.splitlines()[0].startswith("cd examples")
+    bindir = Path(sys.executable).parent
+    out = subprocess.run(["bash", "-e", "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         env={"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    assert "[^1]: schedule@2:14 sha256:3baa5fea5284" in out.stdout
+    assert '"- 退货期限：签收后15天内"' in out.stdout
+
+
+def test_a_command_outside_any_workspace_says_no_grounding_toml_was_found_and_names_root(tmp_path: Path) -> None:
+    shutil.copytree(REPO / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns(".grounding"))
+    out = subprocess.run([sys.executable, "-m", "grounding.cli", "cite", "evidence/events/open-day-schedule.md:14"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert "no grounding.toml" in out.stderr and "--root examples" in out.stderr
+
+
+def test_the_evidence_front_matter_example_reads_as_the_readme_says() -> None:
+    from grounding_core.evidence import parse_evidence_text
+
+    text = fence_with("markdown", "effective_from:")
+    doc = parse_evidence_text("returns/policy-v2.md", text, "0" * 64)
+    assert (doc.doc_id, doc.front.version, doc.front.status, doc.subject) == ("returns-policy", 2, "active", "退货政策")
+    assert str(doc.front.effective_from) == "2026-01-01" and str(doc.front.effective_until) == "2026-12-31"
+    without = parse_evidence_text("returns/policy-v2.md", "- 主题：退货政策\n- 退货期限：签收后15天内\n", "0" * 64)
+    assert (without.doc_id, without.subject) == ("returns/policy-v2", "退货政策")
+    assert [fl.field for fl in without.field_lines.values()] == ["主题", "退货期限"]
+
+
+def test_the_readme_stands_alone_without_the_spec_beside_it() -> None:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "../shared" not in text and "## Evidence documents" in text
+    assert "If you have the\nproduct specification" in text

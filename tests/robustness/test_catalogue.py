@@ -124,7 +124,7 @@ def test_one_megabyte_single_line_is_indexed_and_cited_verbatim(
     short = check(ws, md_draft(f"{sentence}[^1]。", [definition("1", "big@1:1", raw, line[:-1])],
                                fields="[备注]", context='{units: ["big@1"]}'))
     finding = only(short, "quote-mismatch")
-    assert f"the quote stops at column {len(line)}" in finding.message
+    assert f"the quote ends at column {len(line)} of the source line" in finding.message
     assert len(finding.message) < 300, "a mismatch message never echoes a megabyte"
     other = check(ws, md_draft("备注是另一回事[^1]。", [definition("1", "big@1:1", raw, line)],
                                fields="[备注]", context='{units: ["big@1"]}'))
@@ -236,7 +236,7 @@ def test_full_width_digits_in_a_quote_are_a_mismatch_naming_the_character(
         make_workspace: WorkspaceFactory) -> None:
     ws = make_workspace({"evidence/schedule.md": SCHEDULE})
     finding = only(cite(ws, "- 活动时间：周四１６:30"), "quote-mismatch")
-    assert ("column 10: U+FF11 FULLWIDTH DIGIT ONE (１) where the source has"
+    assert ("column 10 of the quote: U+FF11 FULLWIDTH DIGIT ONE (１) where the source has"
             " U+0031 DIGIT ONE (1)") in finding.message
 
 
@@ -244,7 +244,7 @@ def test_half_width_colon_in_a_quote_is_a_mismatch_naming_the_character(
         make_workspace: WorkspaceFactory) -> None:
     ws = make_workspace({"evidence/schedule.md": SCHEDULE})
     finding = only(cite(ws, "- 活动时间:周四16:30"), "quote-mismatch")
-    assert ("column 7: U+003A COLON (:) where the source has U+FF1A FULLWIDTH COLON (：)"
+    assert ("column 7 of the quote: U+003A COLON (:) where the source has U+FF1A FULLWIDTH COLON (：)"
             in finding.message)
 
 
@@ -279,12 +279,12 @@ def test_separators_are_matched_verbatim_not_normalised(make_workspace: Workspac
 
 
 @pytest.mark.parametrize(("quote", "fragment"), [
-    ("- 地点：礼堂\u00a0A", "column 8: U+00A0 NO-BREAK SPACE where the source has U+0020 SPACE"),
-    ("- 地\u200b点：礼堂 A", "column 4: U+200B ZERO WIDTH SPACE where the source has"
+    ("- 地点：礼堂\u00a0A", "column 8 of the quote: U+00A0 NO-BREAK SPACE where the source has U+0020 SPACE"),
+    ("- 地\u200b点：礼堂 A", "column 4 of the quote: U+200B ZERO WIDTH SPACE where the source has"
      " U+70B9 CJK UNIFIED IDEOGRAPH-70B9 (点)"),
-    ("- 地点：礼堂 A  ", "column 10: extra text at the end: U+0020 SPACE, U+0020 SPACE"),
-    ("- 地点：礼堂 A\t", "column 10: extra text at the end: U+0009 CHARACTER TABULATION"),
-    ("- 地点：礼堂", "the quote stops at column 8; the source line goes on with ' A'"),
+    ("- 地点：礼堂 A  ", "column 10 of the quote: extra text at the end: U+0020 SPACE, U+0020 SPACE"),
+    ("- 地点：礼堂 A\t", "column 10 of the quote: extra text at the end: U+0009 CHARACTER TABULATION"),
+    ("- 地点：礼堂", "the quote ends at column 8 of the source line, which goes on with ' A'"),
 ], ids=["nbsp", "zwsp", "trailing-spaces", "trailing-tab", "half-line"])
 def test_invisible_differences_name_the_character_and_column(
         make_workspace: WorkspaceFactory, quote: str, fragment: str) -> None:
@@ -318,7 +318,7 @@ def test_markdown_backslash_escape_in_a_quote_is_a_mismatch(make_workspace: Work
     ws = make_workspace({"evidence/schedule.md": SCHEDULE})
     report = cite(ws, r"- 备注：请带\*学生证\*", line=8, sentence="请带*学生证*")
     finding = only(report, "quote-mismatch")
-    assert ("column 8: U+005C REVERSE SOLIDUS (\\) where the source has U+002A ASTERISK (*)"
+    assert ("column 8 of the quote: U+005C REVERSE SOLIDUS (\\) where the source has U+002A ASTERISK (*)"
             in finding.message)
 
 
