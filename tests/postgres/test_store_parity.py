@@ -152,3 +152,45 @@ def test_a_cli_reader_may_not_write_memory_and_says_who_writes(pg_url: str, tmp_
         assert listed.returncode == 0 and "中文" in listed.stdout, listed.stderr
     finally:
         writer.close()
+
+
+async def test_the_server_reads_a_locked_shared_index_as_committed_and_scans_once_free(
+        pg_url: str, tmp_path: Path) -> None:
+    from lsprotocol import types
+
+    from tests.support import lsp as harness
+    from tests.support.lsp import names_of, open_document
+
+    root = workspace(tmp_path / "ws")
+    (root / "grounding.toml").write_text('today = "2026-05-01"\n', encoding="utf-8")
+    env = {"GROUNDING_INDEX": pg_url}
+    assert cli("index", "--root", root, env=env).returncode == 0
+    later = "- 地点：礼堂 B 🎉\n"
+    write(root, {"evidence/later.md": later})
+    import hashlib
+
+    digest = hashlib.sha256(SCHEDULE.encode("utf-8")).hexdigest()[:12]
+    later_digest = hashlib.sha256(later.encode("utf-8")).hexdigest()[:12]
+    draft = (DRAFT + f'[^1]: schedule@2:7 sha256:{digest} "{HASH_LINE}"\r\n'
+             "\r\n地点是礼堂 B 🎉[^2]。\r\n\r\n"
+             f'[^2]: later@1:1 sha256:{later_digest} "- 地点：礼堂 B 🎉"\r\n')
+    uri = (root / "answers/a.md").as_uri()
+    with psycopg.connect(pg_url, autocommit=True) as locker:
+        locker.execute("BEGIN")
+        locker.execute("LOCK TABLE events IN EXCLUSIVE MODE")
+        client = await harness.start(root, "minimal", env=env)
+        try:
+            open_document(client, uri, draft)
+            await client.recorder.wait_until(lambda: bool(client.recorder.of(uri)), "diagnostics", 60.0)
+            assert "unknown-source" in names_of(client.recorder.of(uri)[-1].diagnostics)  # not committed
+            await client.recorder.wait_until(
+                lambda: any("another process is writing the index" in m.message for m in client.recorder.messages),
+                "the busy message", 60.0)
+            locker.execute("ROLLBACK")
+            await client.recorder.wait_until(
+                lambda: "unknown-source" not in names_of(client.recorder.of(uri)[-1].diagnostics),
+                "diagnostics after the retried scan", 60.0)
+            assert not [d for d in client.recorder.of(uri)[-1].diagnostics
+                        if d.severity == types.DiagnosticSeverity.Error]
+        finally:
+            assert await harness.stop(client) == 0
