@@ -31,6 +31,8 @@ class ConfigError(ValueError):
 DEFAULT_EVIDENCE_GLOBS = ("**/*.md", "**/*.txt")
 DEFAULT_DRAFT_GLOBS = ("answers/**/*.md", "**/*.answer.md", "**/*.answer.json")
 ENCODINGS = ("o200k_base", "cl100k_base")
+IMAGE_LANGUAGES = ("zh", "en")
+"""``image_language`` values (SPEC §15; ``grounding_core.images.LANGUAGES``)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ class Config:
     encoding: str = "o200k_base"
     strict: bool = False
     today: dt.date | None = None
+    image_language: str = "zh"
+    """Names of measured image attributes and values (SPEC §15): ``"zh"`` or ``"en"``."""
     source: str = "defaults"
     _specs: dict[str, pathspec.GitIgnoreSpec] = field(default_factory=dict, compare=False, repr=False)
 
@@ -257,6 +261,11 @@ def _validate(table: dict[str, Any], source: str) -> dict[str, Any]:
                             f"{source}: {key} pattern {pattern!r}: '!' negation is not supported"
                         )
             out[key] = tuple(value)
+        elif key == "image_language":
+            if value not in IMAGE_LANGUAGES:
+                raise ConfigError(f"{source}: image_language must be one of {', '.join(IMAGE_LANGUAGES)},"
+                                  f" got {value!r}")
+            out[key] = value
         elif key == "strict":
             if not isinstance(value, bool):
                 raise ConfigError(f"{source}: strict must be true or false")

@@ -323,6 +323,29 @@ def measured_words(language: str = "zh") -> tuple[str, ...]:
     return (*COLORS, *SHAPES, *SIZES)
 
 
+ATTRIBUTES_PER_REGION = 5
+
+
+def attribute_line_number(region: int, field_index: int) -> int:
+    """The 1-based line number of one attribute of an image version: region ``r1``'s five
+    attributes (in :data:`FIELDS` order, ``field_index`` 0..4) are lines 1-5, ``r2``'s 6-10, ….
+
+    An image has no text lines; this number is the identity of a region attribute wherever
+    an evidence line is counted (SPEC §15: ``same_key_sources_checked``, coverage's D), so
+    ``(doc_id, version, line)`` stands for ``(doc_id, version, region, field)``.
+    """
+    if region < 1 or not 0 <= field_index < ATTRIBUTES_PER_REGION:
+        raise ValueError(f"no attribute {field_index} of region {region}")
+    return (region - 1) * ATTRIBUTES_PER_REGION + field_index + 1
+
+
+def attribute_of_line(line: int) -> tuple[int, int]:
+    """The inverse of :func:`attribute_line_number`: ``(region number, field index)``."""
+    if line < 1:
+        raise ValueError(f"line {line} is not an attribute line")
+    return (line - 1) // ATTRIBUTES_PER_REGION + 1, (line - 1) % ATTRIBUTES_PER_REGION
+
+
 def attribute_lines(region: Region, separator: str = "：") -> tuple[str, ...]:
     """The region's attributes as quotable lines ``FIELD：VALUE``, e.g. ``颜色：红色`` (SPEC §12)."""
     return tuple(f"{name}{separator}{value}" for name, value in region.attributes)

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from .evidence import EvidenceDocument
+from .images import Measurement
 from .text import normalize, normalize_value
 
 ConflictKey = tuple[str | None, str]
@@ -322,6 +323,17 @@ class IndexSnapshot(ABC):
     def search_complete(self) -> bool:
         """False while the full-text rows are still being built (search may miss lines)."""
         return True
+
+    # -- image evidence (SPEC §12) -----------------------------------------------------------
+
+    def measurement(self, sha256: str) -> Measurement | None:
+        """The measured regions of the image content with this sha256 (attribute names in
+        Chinese; :meth:`Measurement.in_language` renames them), or None when no image with
+        that content was indexed (a text version, an unknown hash). One indexed lookup: the
+        index caches each content's measurement by sha256 when a scan reads it, so a check
+        never decodes a PNG.
+        """
+        return None
 
 
 def keyed_lines_of(doc: EvidenceDocument, record: VersionRecord, settings: ParseSettings) -> list[KeyedLine]:
