@@ -45,7 +45,7 @@ UriOf = Callable[[str], str]
 """The URI of a path relative to the workspace root."""
 
 _KINDS = {"document": types.CompletionItemKind.Module, "version": types.CompletionItemKind.EnumMember,
-          "line": types.CompletionItemKind.Reference}
+          "line": types.CompletionItemKind.Reference, "region": types.CompletionItemKind.Color}
 
 
 def lsp_range(span: Span, lines: Sequence[str], codec: PositionCodec) -> types.Range:

@@ -2,8 +2,9 @@
 
 The stages and what each offers are ``grounding_core/complete.py``'s; this handler captures
 the open draft and the index view, converts the cursor with the session codec and the
-entries' spans back (in the worker that computes them). Trigger characters are ``@`` and
-``:``. Only drafts (SPEC §2 globs) are served; before the first index exists, nothing is.
+entries' spans back (in the worker that computes them). Trigger characters are ``@``,
+``:`` and ``#`` (image regions, SPEC §12). Only drafts (SPEC §2 globs) are served; before
+the first index exists, nothing is.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from server.session import IndexView, Session
 
 __all__ = ["OPTIONS", "TRIGGER_CHARACTERS", "completion"]
 
-TRIGGER_CHARACTERS = ["@", ":"]
+TRIGGER_CHARACTERS = ["@", ":", "#"]
 OPTIONS = types.CompletionOptions(trigger_characters=TRIGGER_CHARACTERS, resolve_provider=False)
 
 
@@ -32,7 +33,8 @@ async def completion(session: Session, params: types.CompletionParams) -> types.
 
 def _completion(document: DocumentSnapshot, view: IndexView, position: types.Position) -> types.CompletionList | None:
     line, column = document.codec.core_position(position, document.lines)
-    found = citation_completions(document.lines, line, column, view.snapshot, view.today)
+    found = citation_completions(document.lines, line, column, view.snapshot, view.today,
+                                 view.config.image_language)
     if found is None:
         return None
     return lsp_completion_list(found, document.lines, document.codec)

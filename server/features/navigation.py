@@ -39,11 +39,20 @@ from pygls.uris import to_fs_path
 
 from grounding_core.drafts import ParsedDraft, draft_kind, parse_draft
 from grounding_core.model import DraftReport, Span
-from grounding_core.navigate import CitationTarget, citing_spans, locate, target_at
+from grounding_core.navigate import (
+    CitationTarget,
+    RegionTarget,
+    citing_spans,
+    locate,
+    locate_region,
+    read_image,
+    target_at,
+)
 from server.convert import lsp_hover, lsp_line_location, lsp_range
 from server.documents import DocumentSnapshot
 from server.protocol import markup_kind, param, parse_version_uri, version_uri
 from server.render.hover import ContextInputs, citation_hover, context_hover
+from server.render.image_hover import region_hover
 from server.session import IndexView, Session
 
 __all__ = ["INDEXING_HOVER", "definition", "hover", "references", "version_text"]
@@ -108,11 +117,16 @@ def _hover(captured: _Draft, view: IndexView | None, position: types.Position,
     if target is None:
         return None, draft
     if view is None:
-        if not isinstance(target, CitationTarget):
+        if not isinstance(target, CitationTarget | RegionTarget):
             return None, draft
         text = INDEXING_HOVER
     elif isinstance(target, CitationTarget):
         text = citation_hover(target, view.snapshot, view.config, view.today)
+    elif isinstance(target, RegionTarget):  # image hook (SPEC §12): the region cropped from the image
+        record = view.snapshot.record(target.region.doc_id, target.region.version)
+        png = (read_image(view.config.evidence_root, record)
+               if record is not None and kind == types.MarkupKind.Markdown else None)
+        text = region_hover(target, view.snapshot, view.config, view.today, png)
     else:
         report = captured.report
         if report is None:
@@ -148,6 +162,14 @@ def _definition(captured: _Draft, view: IndexView,
 def _definition_of(draft: ParsedDraft, document: DocumentSnapshot, view: IndexView, line: int,
                    col: int) -> list[types.Location] | None:
     target = target_at(draft, line, col)
+    if isinstance(target, RegionTarget):  # image hook (SPEC §12): open the image itself
+        image = locate_region(target.region, view.snapshot, view.config.evidence_root)
+        if image is None:
+            return None
+        record = image.record
+        uri = (view.evidence_uri(record.path) if image.on_disk
+               else version_uri(record.doc_id, record.version))
+        return [types.Location(uri=uri, range=types.Range(types.Position(0, 0), types.Position(0, 0)))]
     if not isinstance(target, CitationTarget):
         return None
     found = locate(target.citation, view.snapshot, view.config.evidence_root)
