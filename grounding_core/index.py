@@ -335,6 +335,16 @@ class IndexSnapshot(ABC):
         """
         return None
 
+    def regions_matching(self, conditions: Sequence[tuple[str, str]], today: dt.date,
+                         limit: int = 50) -> list[tuple[VersionRecord, int, str]]:
+        """Regions of active images whose measured attributes hold every ``(field, value)`` of
+        ``conditions`` (names in the index's image language, values verbatim), as
+        ``(version record, region number, conflict-key subject SUBJECT#rN)`` sorted by
+        (doc_id, version, region), at most ``limit`` (SPEC §13 measured questions). An
+        indexed lookup on (field, value); an implementation without image evidence finds none.
+        """
+        return []
+
 
 def keyed_lines_of(doc: EvidenceDocument, record: VersionRecord, settings: ParseSettings) -> list[KeyedLine]:
     """The non-meta field lines of one version, in line order (SPEC §3 field lines)."""
