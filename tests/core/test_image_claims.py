@@ -142,3 +142,25 @@ def test_the_answer_wire_writes_image_claims_with_their_nine_keys_in_order() -> 
     assert tuple(wire["claims"][0]) == IMAGE_CLAIM_KEYS
     with pytest.raises(ValueError, match="support_type"):
         render_answer_wire("answered", [image_claim(support_type=None)], [])
+
+
+def test_the_cursor_on_a_region_reference_definition_or_json_claim_is_a_region_target() -> None:
+    from grounding_core.navigate import RegionTarget, target_at
+
+    text = markdown(f'[^1]: shapes@1#r2 sha256:{HEX} "颜色：红色"', sentence="🎉警示灯是红色的[^1]。", crlf=True)
+    draft = parse_draft(text)
+    line = draft.lines.index("🎉警示灯是红色的[^1]。")
+    on_reference = target_at(draft, line, len("🎉警示灯是红色的[^"))
+    assert isinstance(on_reference, RegionTarget)
+    assert on_reference.region == RegionRef("shapes", 1, 2) and on_reference.quote == "颜色：红色"
+    definition_line = len(draft.lines) - 1
+    on_definition = target_at(draft, definition_line, 0)
+    assert isinstance(on_definition, RegionTarget) and on_definition.used
+    assert (on_definition.span.start_col, on_definition.span.end_col) == (6, 6 + len("shapes@1#r2"))
+    unused = parse_draft(markdown(f'[^9]: shapes@1#r2 sha256:{HEX} "颜色：红色"'))
+    target = target_at(unused, len(unused.lines) - 1, 3)
+    assert isinstance(target, RegionTarget) and not target.used
+    json_text = json_draft(image_claim())
+    parsed = parse_draft(json_text, "json")
+    inside = target_at(parsed, parsed.claims[0].citation_span.start_line + 1, 4)
+    assert isinstance(inside, RegionTarget) and inside.region == RegionRef("shapes", 1, 1)
