@@ -1,0 +1,309 @@
+"""Image evidence in the index and in checks (SPEC §12, §13, §15): PNG files drawn with Pillow
+in each test, sidecars (CRLF, CJK), region citations in Markdown and JSON drafts.
+
+Every workspace is real: files on disk, the SQLite store, ``Workspace.scan`` and
+``Workspace.check_text``. Regions of the pictures below (white 400x300 background):
+
+- ``panel()``: r1 a small red circle at the top left, r2 a medium blue square at the top
+  right, r3 a large green rectangle along the bottom (colours as named by the palette).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from PIL import Image, ImageDraw
+from support import MakeWorkspace, check, names, only, sha256
+
+from grounding_core.image_questions import answer_measured, measured_terms_in
+from grounding_core.images import measure
+from grounding_core.model import IMAGE_CLAIM_KEYS, Status
+from grounding_core.workspace import Workspace
+from tests.support.workspace import write
+
+RED, BLUE, GREEN = (230, 30, 30), (30, 60, 220), (20, 170, 60)
+
+
+def panel(circle: tuple[int, int, int] = RED, *, square: bool = True, scale: int = 4) -> bytes:
+    """The test panel as PNG bytes (anti-aliased: drawn ``scale`` times larger, downsampled)."""
+    big = Image.new("RGB", (400 * scale, 300 * scale), (255, 255, 255))
+    pen = ImageDraw.Draw(big)
+
+    def box(x0: int, y0: int, x1: int, y1: int) -> list[int]:
+        return [x0 * scale, y0 * scale, x1 * scale - 1, y1 * scale - 1]
+
+    pen.ellipse(box(20, 20, 56, 56), fill=circle)
+    if square:
+        pen.rectangle(box(300, 24, 370, 94), fill=BLUE)
+    pen.rectangle(box(20, 180, 380, 280), fill=GREEN)
+    out = io.BytesIO()
+    big.resize((400, 300), Image.Resampling.LANCZOS).save(out, format="PNG")
+    return out.getvalue()
+
+
+SIDECAR = "\r\n".join(["# 面板示意图的元数据", "doc_id: 面板", "subject: 控制面板", "title: 控制面板示意图", ""])
+
+
+def draft(*definitions: str, sentence: str = "警示灯是红色的[^1]。", fields: str = "[颜色]",
+          context: str = '{units: ["面板@1"]}') -> str:
+    lines = ["---", "question: 警示灯是什么颜色？", f"fields: {fields}"]
+    if context:
+        lines.append(f"context: {context}")
+    return "\r\n".join([*lines, "---", sentence, "", *definitions, ""])
+
+
+def cite(label: str, region: str, quote: str, data: bytes, doc: str = "面板@1") -> str:
+    return f'[^{label}]: {doc}#{region} sha256:{sha256(data)[:12]} "{quote}"'
+
+
+@pytest.fixture
+def png() -> bytes:
+    return panel()
+
+
+def test_a_png_is_an_image_document_whose_lines_are_its_measured_attributes(make_workspace: MakeWorkspace,
+                                                                             png: bytes) -> None:
+    ws = make_workspace({"evidence/images/面板.png": png, "evidence/images/面板.png.yaml": SIDECAR})
+    snapshot = ws.store.snapshot()
+    record = snapshot.newest("面板")
+    assert record is not None and record.path == "images/面板.png" and record.sha256 == sha256(png)
+    assert snapshot.inactive_reason(record, ws.today()) is None
+    doc = snapshot.document(record)
+    assert doc.title == "控制面板示意图" and doc.subject == "控制面板"
+    assert doc.lines[2:5] == ("颜色：红色", "形状：圆形", "大小：小")
+    assert doc.lines[7:10] == ("颜色：蓝色", "形状：正方形", "大小：中")
+    assert doc.lines[12:15] == ("颜色：绿色", "形状：长方形", "大小：大")
+    measured = snapshot.measurement(record.sha256)
+    assert measured is not None and measured == measure(png)
+    assert ws.store.evidence_findings().get("images/面板.png", []) == []
+
+
+def test_valid_region_citations_answer_and_count_as_lines(make_workspace: MakeWorkspace, png: bytes) -> None:
+    ws = make_workspace({"evidence/images/面板.png": png, "evidence/images/面板.png.yaml": SIDECAR})
+    text = draft(cite("1", "r1", "颜色：红色", png), cite("2", "r2", "形状：正方形", png),
+                 sentence="警示灯是红色的[^1]，按钮是正方形[^2]。", fields="[颜色, 形状]")
+    report = check(ws, "answers/a.md", text)
+    assert report.status is Status.ANSWERED, names(report)
+    assert names(report) == []
+    assert report.covered_fields == ["颜色", "形状"]
+    # D: (控制面板#r1, 颜色), (控制面板#r2, 颜色) — the cited subjects of 颜色 — and (控制面板#r2, 形状)
+    assert report.same_key_sources_checked == 3
+    assert report.coverage == pytest.approx(2 / 3)
+    wire = report.wire_claims
+    assert [tuple(c) for c in wire] == [IMAGE_CLAIM_KEYS, IMAGE_CLAIM_KEYS]
+    assert wire[0] == {"text": "颜色：红色", "quote": "颜色：红色", "id": "面板@1#r1", "doc_id": "面板",
+                       "version": 1, "region": "r1", "sha256": sha256(png), "field": "颜色",
+                       "support_type": "measured"}
+
+
+def test_an_unmeasured_attribute_is_unsupported_attribute_alone(make_workspace: MakeWorkspace, png: bytes) -> None:
+    ws = make_workspace({"evidence/面板.png": png, "evidence/面板.png.yaml": SIDECAR})
+    text = draft(cite("1", "r1", "颜色：红色", png), cite("2", "r1", "材质：塑料", png),
+                 sentence="警示灯是红色的[^1]，外壳是塑料的[^2]。")
+    report = check(ws, "answers/a.md", text)
+    finding = only(report, "unsupported-attribute")
+    assert finding.code == "GR117" and "材质" in finding.message
+    assert "位置, 面积, 颜色, 形状, 大小" in finding.message
+    assert "quote-mismatch" not in names(report)
+    assert report.status is Status.ANSWERED  # the valid claim still answers 颜色
+    line = text.split("\r\n").index(cite("2", "r1", "材质：塑料", png))
+    assert (finding.span.start_line, finding.span.start_col) == (line, len("[^2]: "))
+
+
+def test_a_measured_attribute_with_another_value_is_quote_mismatch_naming_the_measured_value(
+        make_workspace: MakeWorkspace, png: bytes) -> None:
+    ws = make_workspace({"evidence/面板.png": png, "evidence/面板.png.yaml": SIDECAR})
+    report = check(ws, "answers/a.md", draft(cite("1", "r1", "颜色：蓝色", png), sentence="警示灯是蓝色的[^1]。"))
+    finding = only(report, "quote-mismatch")
+    assert "颜色 '红色', not '蓝色'" in finding.message
+    assert report.status is Status.ABSTAIN
+
+
+@pytest.mark.parametrize(("definition", "words"), [
+    ('[^1]: 面板@1#r9 sha256:{h} "颜色：红色"', "3 measured region(s) (r1 to r3); there is no r9"),
+    ('[^1]: 面板@2#r1 sha256:{h} "颜色：红色"', "has no version 2"),
+    ('[^1]: 手册@1#r1 sha256:{h} "颜色：红色"', "is a text document, not an image"),
+    ('[^1]: 面板@1:3 sha256:{h} "颜色：红色"', "is an image: cite a region"),
+])
+def test_unknown_regions_and_the_wrong_kind_of_citation_are_unknown_source(
+        make_workspace: MakeWorkspace, png: bytes, definition: str, words: str) -> None:
+    manual = "---\ndoc_id: 手册\n---\n- 颜色：红色\n"
+    ws = make_workspace({"evidence/面板.png": png, "evidence/面板.png.yaml": SIDECAR, "evidence/manual.md": manual})
+    hashes = {"面板": sha256(png)[:12], "手册": sha256(manual)[:12]}
+    text = draft(definition.format(h=hashes["手册" if "手册" in definition else "面板"]))
+    finding = only(check(ws, "answers/a.md", text), "unknown-source")
+    assert words in finding.message
+
+
+def test_changed_pixels_make_the_citation_stale_with_old_and_new_values(make_workspace: MakeWorkspace,
+                                                                        tmp_path: Path, png: bytes) -> None:
+    ws = make_workspace({"evidence/面板.png": png})  # no sidecar: doc_id 面板, automatic versions
+    text = draft(cite("1", "r1", "颜色：红色", png), cite("2", "r2", "颜色：蓝色", png),
+                 sentence="警示灯是红色的[^1]，按钮是蓝色的[^2]。")
+    assert check(ws, "answers/a.md", text).status is Status.ANSWERED
+    blue = panel(circle=BLUE)
+    write(tmp_path, "evidence/面板.png", blue)
+    result = ws.scan()
+    assert result.measured == 1
+    report = check(ws, "answers/a.md", text)
+    stale = [f for f in report.findings if f.name == "stale-citation"]
+    assert len(stale) == 2
+    assert "颜色 of r1 was 红色 at version 1 and is 蓝色 at version 2" in stale[0].message
+    assert "颜色 of r2 is still 蓝色 at version 2" in stale[1].message
+    assert stale[0].fix is None  # the value changed: nothing to re-anchor
+    assert stale[1].fix is not None and stale[1].fix.new_text == f'面板@2#r2 sha256:{sha256(blue)[:12]} "颜色：蓝色"'
+
+
+def test_changed_pixels_under_the_same_declared_version_fail_the_hash_with_both_values(
+        make_workspace: MakeWorkspace, tmp_path: Path, png: bytes) -> None:
+    ws = make_workspace({"evidence/面板.png": png, "evidence/面板.png.yaml": SIDECAR + "version: 1\r\n"})
+    text = draft(cite("1", "r1", "颜色：红色", png))
+    assert check(ws, "answers/a.md", text).status is Status.ANSWERED
+    write(tmp_path, "evidence/面板.png", panel(circle=BLUE))
+    ws.scan()
+    report = check(ws, "answers/a.md", text)
+    mismatch = only(report, "hash-mismatch")
+    assert "its 颜色 was measured 红色 there and is 蓝色 now" in mismatch.message
+    assert "颜色 '蓝色', not '红色'" in only(report, "quote-mismatch").message
+    assert "version-reuse" in names(ws.store.evidence_findings()["面板.png"])
+
+
+def test_a_byte_identical_resave_measures_nothing_and_changes_nothing(make_workspace: MakeWorkspace,
+                                                                      tmp_path: Path, png: bytes) -> None:
+    ws = make_workspace({"evidence/a/面板.png": png, "evidence/a/面板.png.yaml": SIDECAR}, scan=False)
+    first = ws.scan()
+    assert first.measured == 1
+    events = ws.store.event_count()
+    write(tmp_path, "evidence/a/面板.png", png)  # the same bytes, a new mtime
+    again = ws.scan()
+    assert "a/面板.png" in again.changed  # read and hashed again (its stat key changed) ...
+    assert again.measured == 0  # ... but its sha256 was measured already
+    assert ws.store.event_count() == events  # and no event: the content is the same
+    # a second file with the same bytes is a cache hit too; so is a fresh store on the same index
+    write(tmp_path, "evidence/b/copy.png", png)
+    assert ws.scan().measured == 0
+    ws.store.close()
+    reopened = Workspace.open(tmp_path)
+    try:
+        write(tmp_path, "evidence/a/面板.png", png)
+        assert reopened.scan().measured == 0
+        assert check(reopened, "answers/a.md", draft(cite("1", "r1", "颜色：红色", png))).status is Status.ANSWERED
+    finally:
+        reopened.store.close()
+
+
+def test_the_sidecar_is_watched_with_its_image(make_workspace: MakeWorkspace, tmp_path: Path, png: bytes) -> None:
+    ws = make_workspace({"evidence/面板.png": png, "evidence/面板.png.yaml": SIDECAR})
+    text = draft(cite("1", "r1", "颜色：红色", png))
+    assert check(ws, "answers/a.md", text).status is Status.ANSWERED
+    write(tmp_path, "evidence/面板.png.yaml", SIDECAR + "status: revoked\r\n")
+    ws.scan(paths=["面板.png.yaml"])  # what a watcher reports: only the sidecar changed
+    report = check(ws, "answers/a.md", text)
+    assert "revoked" in only(report, "inactive-source").message
+    write(tmp_path, "evidence/面板.png.yaml", "doc_id: [不是, 文本]\r\n")
+    ws.scan()
+    bad = ws.store.evidence_findings()["面板.png"]
+    assert names(bad) == ["invalid-front-matter"] and "sidecar" in bad[0].message
+    assert only(check(ws, "answers/a.md", text), "inactive-source")  # no longer indexed: revoked
+
+
+def test_a_png_that_does_not_decode_is_unreadable_evidence(make_workspace: MakeWorkspace, png: bytes) -> None:
+    ws = make_workspace({"evidence/broken.png": png[: len(png) // 2], "evidence/notpng.png": b"GIF89a....",
+                         "evidence/ok.png": png})
+    findings = ws.store.evidence_findings()
+    assert names(findings["broken.png"]) == ["unreadable-evidence"]
+    assert "does not decode" in findings["broken.png"][0].message
+    assert "not a PNG" in findings["notpng.png"][0].message
+    assert findings.get("ok.png", []) == []
+    report = check(ws, "answers/a.md", draft(f'[^1]: broken@1#r1 sha256:{sha256(png)[:12]} "颜色：红色"'))
+    assert "no evidence document has doc_id 'broken'" in only(report, "unknown-source").message
+
+
+def test_conflict_keys_are_per_region(make_workspace: MakeWorkspace, png: bytes) -> None:
+    other = panel(circle=GREEN)
+    ws = make_workspace({"evidence/面板.png": png, "evidence/面板.png.yaml": SIDECAR,
+                         "evidence/旧面板.png": other,
+                         "evidence/旧面板.png.yaml": SIDECAR.replace("doc_id: 面板", "doc_id: 旧面板")})
+    # r1 of two images of one subject disagree on 颜色: (控制面板#r1, 颜色) conflicts ...
+    report = check(ws, "answers/a.md", draft(cite("1", "r1", "颜色：红色", png)))
+    conflict = only(report, "field-conflict")
+    assert "红色" in conflict.message and "绿色" in conflict.message
+    assert report.status is Status.CONFLICT
+    # ... while r2 (the same blue square in both) has one value, and r1 never meets r2
+    report = check(ws, "answers/a.md", draft(cite("1", "r2", "颜色：蓝色", png), sentence="按钮是蓝色的[^1]。"))
+    assert report.status is Status.ANSWERED and names(report) == []
+
+
+def test_region_values_are_not_known_terms_for_uncited_claims(make_workspace: MakeWorkspace, png: bytes) -> None:
+    ws = make_workspace({"evidence/面板.png": png, "evidence/面板.png.yaml": SIDECAR,
+                         "evidence/notes.md": "---\ndoc_id: notes\n---\n- 安装位置：机房\n"})
+    text = draft(cite("1", "r1", "颜色：红色", png), sentence="警示灯是红色的[^1]。\r\n面板很大，颜色鲜艳，形状是圆形。\r\n它装在机房。")
+    report = check(ws, "answers/a.md", text)
+    uncited = [f for f in report.findings if f.name == "uncited-claim"]
+    assert len(uncited) == 1 and "机房" in uncited[0].message  # a text value still is one
+
+
+def test_a_region_is_visible_only_through_its_whole_version(make_workspace: MakeWorkspace, png: bytes) -> None:
+    ws = make_workspace({"evidence/面板.png": png, "evidence/面板.png.yaml": SIDECAR})
+    definition = cite("1", "r1", "颜色：红色", png)
+    assert check(ws, "answers/a.md", draft(definition)).status is Status.ANSWERED
+    for context in ('{units: ["面板@1:1-5"]}', '{units: ["其他@1"]}'):
+        report = check(ws, "answers/a.md", draft(definition, context=context))
+        assert "invisible-source" in names(report), context
+    report = check(ws, "answers/a.md", draft(definition, context=""))
+    assert "context-undeclared" in names(report) and report.status is Status.ANSWERED
+
+
+def test_json_answers_carry_image_claims(make_workspace: MakeWorkspace, png: bytes) -> None:
+    ws = make_workspace({"evidence/面板.png": png, "evidence/面板.png.yaml": SIDECAR})
+    claim = {"text": "颜色：红色", "quote": "颜色：红色", "id": "面板@1#r1", "doc_id": "面板", "version": 1,
+             "region": "r1", "sha256": sha256(png), "field": "颜色", "support_type": "measured"}
+    answer = {"status": "answered", "claims": [claim], "missing_fields": [], "fields": ["颜色"],
+              "context": {"units": ["面板@1"]}}
+    report = check(ws, "answers/a.answer.json", json.dumps(answer, ensure_ascii=False, indent=2))
+    assert report.status is Status.ANSWERED and names(report) == []
+    bad = dict(claim, text="颜色：绿色", field="颜色 ")
+    answer["claims"] = [bad]
+    report = check(ws, "answers/a.answer.json", json.dumps(answer, ensure_ascii=False, indent=2))
+    assert names(report).count("quote-mismatch") == 2  # text and field, each on its own value
+    assert "status-mismatch" in names(report)
+
+
+def test_english_attribute_names_with_image_language_en(make_workspace: MakeWorkspace, png: bytes) -> None:
+    ws = make_workspace({"evidence/panel.png": png, "grounding.toml": 'image_language = "en"\n'})
+    text = "\n".join(["---", "question: What colour is the light?", "fields: [color]",
+                      'context: {units: ["panel@1"]}', "---", "The light is red[^1].", "",
+                      f'[^1]: panel@1#r1 sha256:{sha256(png)[:12]} "color：red"', ""])
+    report = check(ws, "answers/a.md", text)
+    assert report.status is Status.ANSWERED, names(report)
+    assert only(check(ws, "answers/a.md", text.replace("color：red", "颜色：红色")),
+                "unsupported-attribute")
+
+
+def test_measured_questions_answer_with_the_region_cited(make_workspace: MakeWorkspace, png: bytes) -> None:
+    ws = make_workspace({"evidence/面板.png": png, "evidence/面板.png.yaml": SIDECAR})
+    snapshot = ws.store.snapshot()
+    assert measured_terms_in("红色 小 圆形") == ["红色", "圆形", "小"]
+    assert measured_terms_in("红色 小 圆形 材质") == ["红色", "圆形", "小"]  # 材质 is left over
+    answer = answer_measured(snapshot, ws.config, ws.today(), "红色 小 圆形", ["红色", "小", "圆形"])
+    assert answer.facts["reason"] == "answered" and answer.wire.status is Status.ANSWERED
+    assert [c["quote"] for c in answer.wire.claims] == ["颜色：红色", "大小：小", "形状：圆形"]
+    assert {c["id"] for c in answer.wire.claims} == {"面板@1#r1"}
+    assert answer.subject == "控制面板#r1" and answer.units == ("面板@1",)
+    # the rendered draft checks clean against the same index
+    report = check(ws, "answers/generated.md", answer.markdown())
+    assert report.status is Status.ANSWERED and names(report) == [], names(report)
+    nothing = answer_measured(snapshot, ws.config, ws.today(), "紫色 圆形", ["紫色", "圆形"])
+    assert nothing.facts["reason"] == "no_evidence" and nothing.wire.claims == []
+
+
+def test_several_matching_regions_are_an_ambiguous_subject(make_workspace: MakeWorkspace) -> None:
+    two = panel(square=False)
+    ws = make_workspace({"evidence/甲.png": two, "evidence/乙.png": two})
+    answer = answer_measured(ws.store.snapshot(), ws.config, ws.today(), "红色圆形", ["红色", "圆形"])
+    assert answer.facts["reason"] == "ambiguous_subject"
+    assert answer.facts["regions"] == ["乙@1#r1", "甲@1#r1"]
+    assert answer.wire.claims == []
