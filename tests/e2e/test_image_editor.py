@@ -19,7 +19,6 @@ import base64
 import io
 import re
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -170,7 +169,3 @@ def test_the_test_image_has_the_regions_the_assertions_expect() -> None:
     assert [r.attributes[2][1] for r in regions] == ["红色", "蓝色", "绿色"]
     assert regions[0].bbox == (20, 20, 36, 36)
 
-
-def test_the_png_is_bytes_on_disk(tmp_path: Path) -> None:
-    root = build_workspace(tmp_path, {"a.png": PNG})
-    assert (root / "a.png").read_bytes() == PNG
