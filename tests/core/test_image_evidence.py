@@ -240,7 +240,8 @@ def test_conflict_keys_are_per_region(make_workspace: MakeWorkspace, png: bytes)
 def test_region_values_are_not_known_terms_for_uncited_claims(make_workspace: MakeWorkspace, png: bytes) -> None:
     ws = make_workspace({"evidence/面板.png": png, "evidence/面板.png.yaml": SIDECAR,
                          "evidence/notes.md": "---\ndoc_id: notes\n---\n- 安装位置：机房\n"})
-    text = draft(cite("1", "r1", "颜色：红色", png), sentence="警示灯是红色的[^1]。\r\n面板很大，颜色鲜艳，形状是圆形。\r\n它装在机房。")
+    text = draft(cite("1", "r1", "颜色：红色", png),
+                 sentence="警示灯是红色的[^1]。\r\n面板很大，颜色鲜艳，形状是圆形。\r\n它装在机房。")
     report = check(ws, "answers/a.md", text)
     uncited = [f for f in report.findings if f.name == "uncited-claim"]
     assert len(uncited) == 1 and "机房" in uncited[0].message  # a text value still is one

@@ -69,7 +69,8 @@ def position(line: int, col: int, encoding: str) -> types.Position:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module", params=list(PROFILES))
-async def client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RecordingClient]:
+async def client(request: pytest.FixtureRequest,
+                 tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RecordingClient]:
     root = build_workspace(tmp_path_factory.mktemp(f"image-{request.param}"), {
         "grounding.toml": 'index = ":memory:"\ntoday = "2026-05-01"\n',
         "evidence/images/面板.png": PNG,
