@@ -28,7 +28,7 @@ class ConfigError(ValueError):
     """The configuration cannot be used; the message names the file and key."""
 
 
-DEFAULT_EVIDENCE_GLOBS = ("**/*.md", "**/*.txt")
+DEFAULT_EVIDENCE_GLOBS = ("**/*.md", "**/*.txt", "**/*.png")
 DEFAULT_DRAFT_GLOBS = ("answers/**/*.md", "**/*.answer.md", "**/*.answer.json")
 ENCODINGS = ("o200k_base", "cl100k_base")
 IMAGE_LANGUAGES = ("zh", "en")
@@ -104,6 +104,17 @@ class Config:
                 self._evidence_matched.clear()
             self._evidence_matched[rel_path] = matched
         return matched
+
+    def evidence_path_for(self, rel_path: str) -> str | None:
+        """The evidence path a change of ``rel_path`` (relative to the evidence root) affects:
+        itself when it is evidence; for an image's sidecar ``NAME.png.yaml`` (SPEC §12: watched
+        like evidence) the image ``NAME.png`` when that is evidence; else None.
+        """
+        if self.evidence_matches(rel_path):
+            return rel_path
+        if rel_path.lower().endswith(".png.yaml") and self.evidence_matches(rel_path[:-5]):
+            return rel_path[:-5]
+        return None
 
     @cached_property
     def _evidence_matched(self) -> dict[str, bool]:
