@@ -19,9 +19,9 @@ themselves live in :mod:`grounding_core`.
 """
 
 from .api import IndexReader, IndexView, Verifier, verify
-from .models import Answer, Claim, ContextLog, Diagnostic, LinesUnit, Report, TextUnit, json_schema
+from .models import Answer, Claim, ContextLog, Diagnostic, ImageClaim, LinesUnit, Report, TextUnit, json_schema
 
 __all__ = [
-    "Answer", "Claim", "ContextLog", "Diagnostic", "IndexReader", "IndexView", "LinesUnit", "Report",
+    "Answer", "Claim", "ContextLog", "Diagnostic", "ImageClaim", "IndexReader", "IndexView", "LinesUnit", "Report",
     "TextUnit", "Verifier", "json_schema", "verify",
 ]

@@ -164,3 +164,22 @@ def test_the_cursor_on_a_region_reference_definition_or_json_claim_is_a_region_t
     parsed = parse_draft(json_text, "json")
     inside = target_at(parsed, parsed.claims[0].citation_span.start_line + 1, 4)
     assert isinstance(inside, RegionTarget) and inside.region == RegionRef("shapes", 1, 1)
+
+
+@pytest.mark.parametrize("changes", [
+    {}, {"line": 3}, {"support_type": "verbatim"}, {"region": "r0"}, {"id": "shapes@1#r2"},
+    {"version": True}, {"sha256": HEX}, {"field": ""}, {"support_type": None},
+])
+def test_the_answer_model_and_the_parser_agree_on_image_claims(changes: dict[str, object]) -> None:
+    from grounding.models import Answer, ImageClaim
+
+    wire = {"status": "answered", "claims": [image_claim(**changes)], "missing_fields": []}
+    try:
+        model = Answer.model_validate(wire)
+        model_ok = isinstance(model.claims[0], ImageClaim)
+    except ValueError:
+        model_ok = False
+    parsed = parse_draft(json.dumps(wire, ensure_ascii=False), "json")
+    parser_ok = not any(f.name == "malformed-citation" for f in parsed.findings)
+    assert model_ok == parser_ok, changes
+    assert model_ok == (changes == {})
