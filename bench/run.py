@@ -1,20 +1,25 @@
 #!/usr/bin/env python3
 """Grounding benchmarks: one command, one table (see BENCHMARKS.md).
 
-    python3 bench/run.py            # full run: generated 1k and 10k files, Debian copyright files
+    python3 bench/run.py            # full run: generated 1k, 10k and 30k files, Debian copyright files
     python3 bench/run.py --quick    # CI smoke run: tiny corpora, same code, < 60 s
 
 Corpora are built by ``bench/corpus.py`` under ``bench/.corpus/`` (gitignored, deterministic).
 For each corpus the run measures, each phase in a fresh worker process (``--worker``):
 
 - ``index`` worker: the read+sha256 floor (walk, read and hash every evidence file; best of
-  three, page cache warm), the cold index (no database -> ``Workspace.open`` + ``scan``),
-  then writes a 100-citation draft from the index (``answers/bench.md``) and times
-  ``grounding_core.verify.check_draft`` on it, and ``rg -F -x`` over the same corpus for the
-  same 100 quotes;
+  three, page cache warm), the cold index until it is usable for checks (no database ->
+  ``Workspace.open`` + ``scan``), then the full-text rows built after it (``build_fts``,
+  what the server does in the background); writes a 100-citation draft from the index
+  (``answers/bench.md``), times ``grounding_core.verify.check_draft`` on it, and ``rg -F -x``
+  over the same corpus for the same 100 quotes;
 - ``warm`` worker: a new process opens the existing database and rescans with nothing
-  changed; then one evidence file (cited by the draft) is changed, re-indexed and the draft
-  re-checked, five times;
+  changed, then checks the draft once (the first check after start); one evidence file (cited
+  by the draft) is changed and, once the file has settled, re-indexed (``scan(paths=...)``, as
+  the watcher drives it) and the draft re-checked, five times; then the uncited-claim scan
+  (GR110) on a one-megabyte value and a one-megabyte sentence;
+- ``grounding check`` as users run it: the whole process (``python -m grounding.cli check``,
+  warm index) against ``rg -F -x -f quotes`` over the evidence, and its peak RSS;
 - the language server (``python -m server`` over stdio, driven by pygls's
   ``LanguageClient`` as an editor would): its own cold index (a separate database) until the
   draft's first ``publishDiagnostics``, with hovers sent all along; its peak RSS
@@ -22,8 +27,9 @@ For each corpus the run measures, each phase in a fresh worker process (``--work
   file edited on disk -> the draft's diagnostics refreshed with the new finding (and
   restored -> gone again); and hovers while up to 1,000 evidence files change on disk.
 
-Timings exclude interpreter start-up and imports. Targets are reported, never asserted:
-"ok" or "MISS" next to a figure compares it with the target in the same row.
+In-process timings exclude interpreter start-up and imports (the ``grounding check`` row is
+the whole process). Targets are reported, never asserted: "ok" or "MISS" next to a figure
+compares it with the target in the same row.
 """
 
 from __future__ import annotations
@@ -58,12 +64,16 @@ ROWS: list[tuple[str, str, str]] = [
     # (key, label, target)
     ("size", "evidence files / bytes", ""),
     ("floor", "read+sha256 floor (walk, read, hash)", ""),
-    ("cold", "cold index (x floor)", "<= 10x floor"),
-    ("warm", "warm start, nothing changed (new process)", "<= 0.5 s"),
+    ("cli", "grounding check, whole process vs rg -F -x -f quotes", "<= 1x rg at 10k"),
+    ("cli_rss", "grounding check peak RSS", "<= 150 MB, flat 1k->30k"),
     ("one_file", "one file changed: re-index + re-check draft", "<= 20 ms"),
-    ("first_check", "first check after cold index / after warm start", ""),
+    ("warm", "warm start, nothing changed (new process)", "<= 0.5 s"),
+    ("cold", "cold index, usable for checks (x floor)", "<= 10x floor"),
+    ("fts", "full-text rows, built after (background)", ""),
+    ("first_check", "first check after start", "<= 50 ms"),
     ("check", "check_draft, 100 citations p50 / p95", "p95 <= 20 ms"),
     ("rg", "100 quotes: check_draft vs rg -F -x (ratio)", "<= 0.2x rg"),
+    ("uncited", "uncited-claim scan: 1 MB value, 1 MB sentence", "< 2 s"),
     ("lsp_index", "server cold index -> first draft diagnostics", "<= 5 s (debian)"),
     ("hover_index", "hover p95 while the server indexes (answered with text)", "p95 <= 100 ms"),
     ("rss", "server peak RSS (VmHWM) after indexing / at the end", "<= 300 MB at 155 MB"),
@@ -79,7 +89,7 @@ STORM_FILES = 1000
 """Evidence files rewritten at once (like ``git checkout``) for the hover-under-storm row."""
 DEBOUNCE_S = 0.15
 """The server's typing debounce (server/session.py ``DEBOUNCE_SECONDS``)."""
-LSP_INDEX_TIMEOUT = {"gen-1k": 300.0, "gen-10k": 600.0, "debian": 90.0}
+LSP_INDEX_TIMEOUT = {"gen-1k": 300.0, "gen-10k": 600.0, "gen-30k": 600.0, "debian": 90.0}
 """Seconds to wait for the server's first draft diagnostics (its cold index) per corpus."""
 EDIT_COUNTER_TEXT = "Benchmark edit 0000 restates evidence lines."
 
@@ -157,7 +167,7 @@ def build_draft(state: Any, today: dt.date, seed: int = 7) -> tuple[str, list[st
     ``rg``) and facts the workers need (cited doc ids, the edit-counter line).
     """
     rng = random.Random(seed)
-    active = list(state.active_records(today))
+    active = list(state.iter_active(today))
     rng.shuffle(active)
     picks: list[tuple[Any, int, Any]] = []
 
@@ -247,7 +257,7 @@ def _imports() -> float:
 
 
 def worker_index(root: Path, iterations: int) -> dict[str, Any]:
-    """Floor, cold index, the draft, check_draft percentiles, rg comparison."""
+    """Floor, cold index (usable for checks), FTS build, the draft, check_draft percentiles, rg."""
     import_s = _imports()
     from grounding_core.drafts import draft_kind, parse_draft
     from grounding_core.verify import check_draft
@@ -263,9 +273,15 @@ def worker_index(root: Path, iterations: int) -> dict[str, Any]:
     result = ws.scan()
     out["cold_s"] = time.perf_counter() - t0
     out["cold_cpu_s"] = time.process_time() - c0
-    state = result.state
+    t0, c0 = time.perf_counter(), time.process_time()
+    ws.store.build_fts()
+    out["fts_s"] = time.perf_counter() - t0
+    out["fts_cpu_s"] = time.process_time() - c0
+    out["db_bytes"] = sum(os.path.getsize(p) for p in (root / ".grounding").glob("index.sqlite*"))
+    out["index_rss"] = _proc_status(os.getpid())
+    state = result.snapshot
     today = ws.today()
-    out["docs"] = len(state.doc_ids())
+    out["docs"] = state.stats(today).documents
     out["events"] = len(result.events)
     out["evidence_findings"] = sum(len(v) for v in result.evidence.values())
 
@@ -281,16 +297,11 @@ def worker_index(root: Path, iterations: int) -> dict[str, Any]:
     draft = parse_draft(text, draft_kind(rel))
 
     def check() -> Any:
-        return check_draft(draft, state, ws.config, today, rel, ws.read_text, ws.compile_query)
+        return check_draft(draft, state, ws.config, today, rel, ws.read_text)
 
-    from grounding_core.budget import output_tokens
-
-    t0 = time.perf_counter()
-    output_tokens("x", ws.config.encoding)  # loads the tokenizer once per process
-    out["encoding_load_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     report = check()
-    out["first_check_s"] = time.perf_counter() - t0
+    out["first_check_cold_s"] = time.perf_counter() - t0
     out["status"] = report.status.value
     out["findings"] = _finding_counts(report)
     samples = []
@@ -325,9 +336,13 @@ def worker_index(root: Path, iterations: int) -> dict[str, Any]:
 
 
 def worker_warm(root: Path, edits: int) -> dict[str, Any]:
-    """Warm start (new process, nothing changed), then one-file changes re-indexed + re-checked."""
+    """Warm start (new process, nothing changed), the first check after it, one-file changes
+    re-indexed (watcher paths) + re-checked, and the 1 MB uncited-claim scan.
+    """
     import_s = _imports()
     from grounding_core.drafts import draft_kind, parse_draft
+    from grounding_core.scan import SETTLE_NS
+    from grounding_core.text import normalize
     from grounding_core.verify import check_draft
     from grounding_core.workspace import Workspace
 
@@ -337,54 +352,109 @@ def worker_warm(root: Path, edits: int) -> dict[str, Any]:
     result = ws.scan()
     out["warm_s"] = time.perf_counter() - t0
     out["warm_changed"] = len(result.changed)
-    state = result.state
+    state = result.snapshot
     today = ws.today()
     rel = "answers/bench.md"
     draft = parse_draft((root / rel).read_text(encoding="utf-8"), draft_kind(rel))
-    from grounding_core.budget import output_tokens
-
-    output_tokens("x", ws.config.encoding)  # loads the tokenizer once per process
     t0 = time.perf_counter()
-    check_draft(draft, state, ws.config, today, rel, ws.read_text, ws.compile_query)
+    check_draft(draft, state, ws.config, today, rel, ws.read_text)
     out["warm_first_check_s"] = time.perf_counter() - t0
 
     facts = json.loads((root / "draft-facts.json").read_text(encoding="utf-8"))
-    target = ws.config.evidence_root / facts["cited"][0][2]
+    cited = facts["cited"][0][2]
+    target = ws.config.evidence_root / cited
     original = target.read_bytes()
     samples = []
     scan_samples = []
+    full_samples = []
     saw_change = True
-    before = _finding_set(check_draft(draft, state, ws.config, today, rel, ws.read_text,
-                                      ws.compile_query))
+    before = _finding_set(check_draft(draft, state, ws.config, today, rel, ws.read_text))
     try:
         for i in range(edits):
             target.write_bytes(original + f"- Bench edit {i}: value {i}\n".encode())
+            time.sleep(SETTLE_NS / 1e9 + 0.02)  # the settle window (deliberate latency, not work)
             t0 = time.perf_counter()
-            result = ws.scan()
+            result = ws.scan(paths=[cited])
             t1 = time.perf_counter()
-            report = check_draft(draft, result.state, ws.config, today, rel, ws.read_text,
-                                 ws.compile_query)
+            report = check_draft(draft, result.snapshot, ws.config, today, rel, ws.read_text)
             t2 = time.perf_counter()
             scan_samples.append(t1 - t0)
             samples.append(t2 - t0)
             after = _finding_set(report)  # hash-mismatch, or a stale-citation naming v(n+1)
             saw_change &= after != before and len(result.changed) == 1
             before = after
+            t0 = time.perf_counter()
+            ws.scan()  # a full walk finds nothing more to do
+            full_samples.append(time.perf_counter() - t0)
     finally:
         target.write_bytes(original)
+        time.sleep(SETTLE_NS / 1e9 + 0.02)
         ws.scan()
     out["one_file_p50_s"] = statistics.median(samples)
     out["one_file_scan_p50_s"] = statistics.median(scan_samples)
+    out["one_file_full_walk_p50_s"] = statistics.median(full_samples)
     out["one_file_saw_change"] = saw_change
+
+    # GR110 on hostile sizes (issue 13 item 11): a one-megabyte value in the index and a
+    # one-megabyte sentence, one that holds no known term and one that holds the value
+    value = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(333_334))  # 1 MB of UTF-8
+    long_path = ws.config.evidence_root / "bench-long-value.md"
+    long_path.write_text(f"- Bench long value：{value}\n", encoding="utf-8")
+    try:
+        time.sleep(SETTLE_NS / 1e9 + 0.02)
+        snapshot = ws.scan(paths=["bench-long-value.md"]).snapshot
+        miss = normalize("".join(chr(0x4E00 + (i * 104729) % 20000) for i in range(333_334)))
+        hit = normalize("这句话说的是" + value + "。")
+        t0, c0 = time.perf_counter(), time.process_time()
+        assert snapshot.known_term_in(miss, today) is None
+        found = snapshot.known_term_in(hit, today)
+        out["uncited_s"] = time.perf_counter() - t0
+        out["uncited_cpu_s"] = time.process_time() - c0
+        out["uncited_found"] = found == normalize(value)
+    finally:
+        long_path.unlink()
+        ws.scan(paths=["bench-long-value.md"])
+    out["warm_rss"] = _proc_status(os.getpid())
     ws.store.close()
     return out
+
+
+def cli_phase(root: Path, runs: int, out: dict[str, Any]) -> None:
+    """``grounding check answers/bench.md`` as a user runs it (warm index): whole-process wall
+    time (median of ``runs``) and peak RSS (``ru_maxrss`` of the child, largest run).
+    """
+    cmd = [sys.executable, "-m", "grounding.cli", "check", "--root", str(root), str(root / "answers" / "bench.md")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    if os.environ.get("GROUNDING_BENCH_CODE"):
+        env["PYTHONPATH"] = os.environ["GROUNDING_BENCH_CODE"] + os.pathsep + env["PYTHONPATH"]
+    # an installed package has its bytecode compiled (pip does it); this checkout may not, and
+    # PYTHONDONTWRITEBYTECODE may be set: compile it once so imports read .pyc files
+    compile_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    code_root = os.environ.get("GROUNDING_BENCH_CODE") or str(REPO)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *(os.path.join(code_root, p) for p in (
+        "grounding", "grounding_core"))], env=compile_env, capture_output=True, check=False)
+    walls = []
+    rss = 0
+    for _ in range(runs + 1):  # the first run settles the index after the warm worker's edits
+        t0 = time.perf_counter()
+        child = subprocess.Popen(cmd, cwd=str(root), env=env, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE)
+        _pid, status, usage = os.wait4(child.pid, 0)
+        walls.append(time.perf_counter() - t0)
+        rss = max(rss, usage.ru_maxrss * 1024)
+        code = os.waitstatus_to_exitcode(status)
+        if code not in (0, 1):
+            raise RuntimeError(f"grounding check exited {code}: {child.stderr.read().decode()[-2000:]}")
+        child.stderr.close()
+    out["cli_s"] = statistics.median(walls[1:])
+    out["cli_rss"] = rss
 
 
 def _finding_set(report: Any) -> set[tuple[str, str]]:
     return {(f.name, f.message) for f in report.findings}
 
 
-def _finding_counts(report: Any) -> dict[str, int]:
+def _finding_counts(report: Any) -> dict[str, int]:  # noqa: D103
     counts: dict[str, int] = {}
     for f in report.findings:
         counts[f.name] = counts.get(f.name, 0) + 1
@@ -710,18 +780,29 @@ def cells(r: dict[str, Any], corpus: corpora.Corpus) -> dict[str, str]:
     put("size", lambda: f"{get('files')[0]} / {fmt_mb(get('bytes')[0])}")
     put("floor", lambda: fmt_s(get("floor_s")[0]))
 
+    def cli() -> str:
+        ours, theirs = get("cli_s", "rg_s")
+        ratio = ours / theirs
+        goal = corpus.files >= 10_000 or "debian" in corpus.name
+        return f"{fmt_s(ours)} vs {fmt_s(theirs)} ({ratio:.1f}x rg){mark(ratio <= 1) if goal else ''}"
+
+    put("cli", cli)
+    put("cli_rss", lambda: f"{get('cli_rss')[0] / 1e6:.0f} MB" + mark(get("cli_rss")[0] <= 150e6))
+    put("one_file", lambda: (fmt_s(get("one_file_p50_s")[0]) + mark(get("one_file_p50_s")[0] <= 0.02)
+                             + f" (scan {fmt_s(get('one_file_scan_p50_s')[0])})"))
+    put("warm", lambda: fmt_s(get("warm_s")[0]) + mark(get("warm_s")[0] <= 0.5))
+
     def cold() -> str:
         cold_s, floor_s = get("cold_s", "floor_s")
         ratio = cold_s / floor_s
         return f"{fmt_s(cold_s)} ({ratio:.0f}x){mark(ratio <= 10)}"
 
     put("cold", cold)
-    put("warm", lambda: fmt_s(get("warm_s")[0]) + mark(get("warm_s")[0] <= 0.5))
-    put("one_file", lambda: fmt_s(get("one_file_p50_s")[0]) + mark(get("one_file_p50_s")[0] <= 0.02))
-    put("first_check", lambda: (f"{fmt_s(get('first_check_s')[0])} /"
-                                f" {fmt_s(get('warm_first_check_s')[0])}"))
+    put("fts", lambda: fmt_s(get("fts_s")[0]))
+    put("first_check", lambda: fmt_s(get("warm_first_check_s")[0]) + mark(get("warm_first_check_s")[0] <= 0.05))
     put("check", lambda: (f"{fmt_s(get('check_p50_s')[0])} / {fmt_s(get('check_p95_s')[0])}"
                           + mark(get("check_p95_s")[0] <= 0.02)))
+    put("uncited", lambda: fmt_s(get("uncited_s")[0]) + mark(get("uncited_s")[0] < 2 and bool(r.get("uncited_found"))))
 
     def rg() -> str:
         ours, theirs = get("check_p50_s", "rg_s")
@@ -974,6 +1055,7 @@ def plan(quick: bool, only: list[str] | None, base: Path) -> list[tuple[str, Any
     else:
         items = [("gen-1k", lambda: corpora.generate("gen-1k", 1000, base=base)),
                  ("gen-10k", lambda: corpora.generate("gen-10k", 10000, base=base)),
+                 ("gen-30k", lambda: corpora.generate("gen-30k", 30000, base=base)),
                  ("debian", lambda: corpora.debian("debian", base=base))]
     if only:
         items = [i for i in items if i[0] in only]
@@ -1021,6 +1103,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[bench] {name}: warm worker {time.perf_counter() - step:.1f} s", file=sys.stderr,
                   flush=True)
             step = time.perf_counter()
+            cli_phase(corpus.root, 3 if quick else 5, r)
+            print(f"[bench] {name}: grounding check {time.perf_counter() - step:.1f} s", file=sys.stderr,
+                  flush=True)
+            step = time.perf_counter()
             if quick and name.startswith("debian"):
                 r["lsp_skipped"] = "--quick"  # see BENCHMARKS.md: evidence conflicts stall it
             else:
@@ -1055,10 +1141,17 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(render_table(results))
     print()
+    rss = {c.name: r["cli_rss"] for c, r in results if r.get("cli_rss")}
+    if "gen-1k" in rss and "gen-30k" in rss:
+        growth = (rss["gen-30k"] - rss["gen-1k"]) / 1e6
+        print(f"grounding check peak RSS gen-1k -> gen-30k: {rss['gen-1k'] / 1e6:.0f} -> {rss['gen-30k'] / 1e6:.0f} MB"
+              f" ({growth:+.0f} MB; flat within 50 MB:{mark(abs(growth) <= 50)})")
+        print()
     for corpus, r in results:
         extra = {k: r[k] for k in ("docs", "events", "evidence_findings", "citations", "stale",
-                                   "status", "findings", "imports_s", "encoding_load_s", "parse_p50_s",
-                                   "warm_first_check_s", "one_file_scan_p50_s", "cold_cpu_s",
+                                   "status", "findings", "imports_s", "parse_p50_s", "first_check_cold_s",
+                                   "one_file_scan_p50_s", "one_file_full_walk_p50_s", "cold_cpu_s",
+                                   "fts_cpu_s", "db_bytes", "index_rss", "warm_rss", "uncited_cpu_s",
                                    "one_file_saw_change", "evidence_publishes", "rss_end", "error",
                                    "messages", "storm_passes", "storm_settle_s")
                  if k in r}

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from grounding_core.config import Config
 from grounding_core.evidence import parse_field_line, split_marker
-from grounding_core.state import IndexState
+from grounding_core.index import IndexSnapshot
 from grounding_core.text import split_lines
 
 ZERO_HASH = "0" * 64
@@ -86,7 +86,7 @@ def chunk_units(chunks: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [_unit(cid, unit) for cid, unit in chunks.items()]
 
 
-def answer_from_chunks(payload: Mapping[str, Any] | ChunkAnswer, chunks: Mapping[str, Any], state: IndexState,
+def answer_from_chunks(payload: Mapping[str, Any] | ChunkAnswer, chunks: Mapping[str, Any], state: IndexSnapshot,
                        config: Config, *, fields: Sequence[str] | None = None, question: str | None = None,
                        status: str = "answered", missing_fields: Sequence[str] = ()) -> dict[str, Any]:
     """The §5.2 answer for a chunk-shaped answer (see the module docstring for the mapping).
@@ -117,7 +117,7 @@ def answer_from_chunks(payload: Mapping[str, Any] | ChunkAnswer, chunks: Mapping
     return wire
 
 
-def _claim(quote: str, unit: dict[str, Any], state: IndexState, config: Config) -> dict[str, Any]:
+def _claim(quote: str, unit: dict[str, Any], state: IndexSnapshot, config: Config) -> dict[str, Any]:
     doc_id, version = unit["doc_id"], unit["version"]
     record = state.record(doc_id, version)
     lines_range = unit.get("lines")

@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,13 +34,12 @@ from pydantic import BaseModel
 from grounding_core import cite as core_cite
 from grounding_core.budget import ContextUnit as CoreContextUnit
 from grounding_core.context import DEFAULT_LIMIT, DEFAULT_RESERVE, CompiledContext, compile_context
-from grounding_core.drafts import UNIT_RE, ContextSpec, ContextUnitSpec, ParsedDraft, parse_context_log, parse_draft
-from grounding_core.index import IndexSnapshot, SearchHit
+from grounding_core.drafts import UNIT_RE, ContextSpec, ContextUnitSpec, parse_context_log, parse_draft
+from grounding_core.index import IndexSnapshot
 from grounding_core.model import DraftReport, Span
-from grounding_core.state import IndexState, MemorySnapshot
-from grounding_core.store import ProgressCallback, ScanResult, Store
+from grounding_core.store import ProgressCallback, ScanResult
 from grounding_core.text import LineIndex
-from grounding_core.verify import Visibility, check_draft
+from grounding_core.verify import check_draft
 from grounding_core.workspace import Workspace
 
 from .models import Citation, Claim, Report
@@ -71,99 +69,38 @@ def _date(value: TodayInput) -> dt.date | None:
 
 @dataclass(frozen=True)
 class IndexView:
-    """What a check reads: a frozen index state (and the same state as an
-    :class:`~grounding_core.index.IndexSnapshot`, which cite reads), a full-text search over the
-    same commit, and whether a scan is running (``indexing``: results may miss changes that
-    scan will commit).
+    """What a check reads: one frozen :class:`~grounding_core.index.IndexSnapshot` (the state
+    the last completed scan committed, its full-text search included), and whether a scan is
+    running (``indexing``: results may miss changes that scan will commit).
     """
 
-    state: IndexState
     snapshot: IndexSnapshot
-    search: Callable[[str, int], list[SearchHit]]
     indexing: bool
     scanned: bool
     """True once a scan of the evidence folder has completed in this process."""
-
-
-class _SearchStore:
-    """Wraps a search callable as the one ``Store`` method context compilation calls."""
-
-    def __init__(self, search: Callable[[str, int, bool], list[SearchHit]]) -> None:
-        self._search = search
-
-    def search(self, query: str, limit: int = 20, any_term: bool = False) -> list[SearchHit]:
-        return self._search(query, limit, any_term)
-
-
-class _CommittedSearch:
-    """``Store.search`` over a read-only SQLite connection of its own.
-
-    Today's :class:`Store` serialises every database access with one lock, which a scan holds
-    from start to commit; this connection reads the last commit instead (WAL mode lets a reader
-    run beside the writer). It borrows ``Store.search`` itself (the method touches only
-    ``_conn`` and ``_lock``), so the SQL is the store's, not a copy. Remove this class when
-    the store's reads stop waiting for a scan (see :meth:`IndexReader.view`).
-    """
-
-    search = Store.search
-
-    def __init__(self, path: str) -> None:
-        self._lock = threading.RLock()
-        self._conn = sqlite3.connect(f"{Path(path).as_uri()}?mode=ro", uri=True, check_same_thread=False,
-                                     isolation_level=None, timeout=5)
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
 
 
 class IndexReader:
     """One workspace's index, scanned in the foreground or in a background thread.
 
     Readers call :meth:`view`, which never waits for a scan: while one runs, it returns the
-    state committed before it (``indexing=True``). Scans never overlap.
+    snapshot of the last completed scan (``indexing=True``); the SQL store answers it from
+    rows later writes never change, over a read connection per thread (WAL). Scans never
+    overlap.
     """
 
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
         self._scan_mutex = threading.Lock()
-        self._state = workspace.store.state  # no scan runs yet, so this does not wait
-        self._snapshot = MemorySnapshot(self._state, searcher=self._search)
+        self._snapshot: IndexSnapshot = workspace.store.snapshot()
         self._scanned = False
         self._last_scan = 0.0
         self.last_scan: ScanResult | None = None
         self.scan_error: BaseException | None = None
-        path = workspace.config.index_path if not workspace.warning else ":memory:"
-        self._committed: _CommittedSearch | None = None
-        if path != ":memory:":
-            try:
-                self._committed = _CommittedSearch(path)
-            except sqlite3.Error:
-                self._committed = None
 
-    # The one function every read goes through. It depends on the store's locking as follows:
-    # ``Store.state``, ``Store.snapshot()`` and ``Store.search`` take the store's lock, which
-    # ``Store.scan`` holds until it commits, so none is called here while a scan may run: the
-    # state is the frozen ``IndexState`` the last scan returned (or the one the store opened
-    # with), wrapped as a ``MemorySnapshot`` for the snapshot readers (cite), and search runs on
-    # a read-only SQLite connection of its own (``_CommittedSearch``, WAL). An in-memory index
-    # has no second connection; its search waits for a running scan. When the store's reads no
-    # longer wait for a scan, this becomes ``snapshot = store.snapshot()`` (and ``state`` goes
-    # once ``check_draft`` reads a snapshot), and ``_CommittedSearch`` is deleted.
     def view(self) -> IndexView:
-        """The index as last committed, and whether a scan is running."""
-        state, snapshot = self._state, self._snapshot
-        if snapshot.state is not state:  # a scan swapped the state since the last view
-            snapshot = self._snapshot = MemorySnapshot(state, searcher=self._search)
-        return IndexView(state, snapshot, self._search, indexing=self.indexing, scanned=self._scanned)
-
-    def _search(self, query: str, limit: int, any_term: bool = False) -> list[SearchHit]:
-        if self._committed is not None:
-            try:
-                return self._committed.search(query, limit, any_term)
-            except sqlite3.Error:
-                pass  # e.g. the index file was replaced; fall back to the store's connection
-        return self.workspace.store.search(query, limit, any_term)
+        """The index as of the last completed scan, and whether a scan is running."""
+        return IndexView(self._snapshot, indexing=self.indexing, scanned=self._scanned)
 
     @property
     def indexing(self) -> bool:
@@ -181,7 +118,8 @@ class IndexReader:
         except BaseException as exc:
             self.scan_error = exc
             raise
-        self._state = result.state
+        self.workspace.store.build_fts()  # query contexts and cite search see every line
+        self._snapshot = self.workspace.store.snapshot()
         self._scanned = True
         self._last_scan = time.monotonic()
         self.last_scan = result
@@ -228,8 +166,6 @@ class IndexReader:
         return thread
 
     def close(self) -> None:
-        if self._committed is not None:
-            self._committed.close()
         self.workspace.store.close()
 
 
@@ -292,9 +228,9 @@ class Verifier:
         return _date(today) or self._today or self.config.today_or()
 
     @property
-    def state(self) -> IndexState:
-        """The index state checks read now."""
-        return self.reader.view().state
+    def state(self) -> IndexSnapshot:
+        """The index snapshot checks read now."""
+        return self.reader.view().snapshot
 
     # -- checking ----------------------------------------------------------------------------
 
@@ -341,8 +277,7 @@ class Verifier:
         draft = parse_draft(text, kind)
         if context is not None:
             draft.context = context_spec(context, draft.context)
-        return check_draft(draft, view.state, self.config, day, path, self.workspace.read_text,
-                           self._compiler(view, day))
+        return check_draft(draft, view.snapshot, self.config, day, path, self.workspace.read_text)
 
     def verify_chunks(self, payload: dict[str, Any] | BaseModel, chunks: dict[str, UnitInput], *,
                       fields: Iterable[str] | None = None, question: str | None = None,
@@ -359,18 +294,11 @@ class Verifier:
         view = self.reader.view()
         field_list = list(fields) if fields is not None else None
         units = chunk_units(chunks)
-        wire = answer_from_chunks(payload, chunks, view.state, self.config, fields=field_list, question=question)
+        wire = answer_from_chunks(payload, chunks, view.snapshot, self.config, fields=field_list, question=question)
         first = self.check_report(json.dumps(wire, ensure_ascii=False, indent=1), kind="json", context=units,
                                   today=today, path=path, view=view)
         wire["status"], wire["missing_fields"] = first.status.value, list(first.missing_fields)
         return self.verify(wire, context=units, today=today, path=path), wire
-
-    def _compiler(self, view: IndexView, day: dt.date) -> Callable[[ContextSpec, ParsedDraft], Visibility]:
-        def compile_query(spec: ContextSpec, draft: ParsedDraft) -> Visibility:
-            store: Any = _SearchStore(view.search)  # compile_context reads only store.search
-            return compile_context(store, view.state, self.config, spec, draft.question or "", day).visibility()
-
-        return compile_query
 
     # -- evidence ----------------------------------------------------------------------------
 
@@ -385,8 +313,7 @@ class Verifier:
         """
         view = view or self.reader.view()
         spec = ContextSpec("query", query=query or question, limit=limit, reserve=reserve)
-        store: Any = _SearchStore(view.search)
-        return compile_context(store, view.state, self.config, spec, question, self.today(today))
+        return compile_context(view.snapshot, self.config, spec, question, self.today(today))
 
     def cite(self, target: str | None = None, *, grep: str | None = None, limit: int = 20,
              today: TodayInput = None, view: IndexView | None = None,

@@ -22,8 +22,7 @@ from .conflicts import check_keys
 from .context import CompiledContext, compile_context
 from .drafts import ContextSpec
 from .evidence import split_marker
-from .state import IndexState
-from .store import Store
+from .index import IndexSnapshot
 
 _MARKDOWN_START = re.compile(r"^(?:[#>+*=`|~-]|\d+[.)])")
 
@@ -92,8 +91,7 @@ def _comment(text: str) -> str:
 
 
 def generate_answer(
-    store: Store,
-    state: IndexState,
+    state: IndexSnapshot,
     config: Config,
     today: dt.date,
     question: str,
@@ -102,14 +100,15 @@ def generate_answer(
     limit: int = 1500,
     reserve: int = 240,
 ) -> AnswerDraft:
-    """Build an answer for ``question`` covering ``fields`` from visible lines only.
+    """Build an answer for ``question`` covering ``fields`` from visible lines only, all read
+    from the snapshot ``state`` (its context compiled against it, its conflict gate over it).
 
     Raises ``budget.BudgetError`` when even the empty abstain/conflict shell does not fit in
     ``reserve`` tokens.
     """
     query = " ".join([question, *fields])
     spec = ContextSpec("query", query=query, limit=limit, reserve=reserve)
-    compiled = compile_context(store, state, config, spec, question, today)
+    compiled = compile_context(state, config, spec, question, today)
     claims: list[dict[str, Any]] = []
     cited_subjects: dict[str, set[str | None]] = {}
     for unit in sorted(compiled.kept, key=lambda u: (u.doc_id, u.start_line)):

@@ -10,10 +10,8 @@ Pure except for ``read_text`` (a context ``log`` file, read relative to the work
 the caller's function) and the tokenizer; never touches the store. Safe to call in any
 thread.
 
-Bridge note: ``verify.check_draft``, ``context.compile_context`` and ``answer.generate_answer``
-still take the in-memory ``IndexState`` (and a searcher). :func:`_legacy` unwraps the
-reference :class:`~grounding_core.state.MemorySnapshot`; it is the only place that does, and
-it disappears when those functions take an ``IndexSnapshot`` themselves.
+A ``query`` context searches the snapshot's full-text rows; while they are still being
+built (``IndexSnapshot.search_complete`` False) the compiled context says so.
 """
 
 from __future__ import annotations
@@ -21,18 +19,17 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
 from .config import Config
 from .drafts import ContextSpec, ParsedDraft, draft_kind, parse_context_log, parse_draft
 from .index import IndexSnapshot
 from .model import DraftReport
-from .verify import Visibility, check_draft
+from .verify import Visibility, check_draft, resolve_context
 
 if TYPE_CHECKING:
     from .answer import AnswerDraft
     from .context import CompiledContext
-    from .state import IndexState
 
 ReadText = Callable[[str], "str | None"]
 """Reads a UTF-8 file relative to the workspace root (BOM removed); None when it cannot."""
@@ -60,12 +57,10 @@ def check_text(text: str, rel: str, snapshot: IndexSnapshot, config: Config, tod
 
 def check_parsed(draft: ParsedDraft, rel: str, snapshot: IndexSnapshot, config: Config,
                  today: dt.date, read_text: ReadText | None = None) -> DraftReport:
-    """:func:`check_text` for a draft parsed already."""
-
-    def compile_query(spec: ContextSpec, parsed: ParsedDraft) -> Visibility:
-        return compile_query_context(snapshot, config, spec, parsed.question or "", today).visibility()
-
-    return check_draft(draft, _legacy(snapshot), config, today, rel, read_text, compile_query)
+    """:func:`check_text` for a draft parsed already (output tokens, SPEC §8, always counted)."""
+    with snapshot.reading():
+        context = resolve_context(draft, snapshot, config, today, read_text)
+        return check_draft(draft, snapshot, config, today, rel, context=context, count_output=True)
 
 
 def compile_query_context(snapshot: IndexSnapshot, config: Config, spec: ContextSpec,
@@ -77,8 +72,7 @@ def compile_query_context(snapshot: IndexSnapshot, config: Config, spec: Context
     """
     from .context import compile_context
 
-    # compile_context asks its first argument for search(query, limit=, any_term=) only.
-    return compile_context(cast(Any, snapshot), _legacy(snapshot), config, spec, question, today)
+    return compile_context(snapshot, config, spec, question, today)
 
 
 def resolve_visibility(draft: ParsedDraft, snapshot: IndexSnapshot, config: Config, today: dt.date,
@@ -120,18 +114,7 @@ def answer_from(snapshot: IndexSnapshot, config: Config, today: dt.date, questio
     """
     from .answer import generate_answer
 
-    return generate_answer(cast(Any, snapshot), _legacy(snapshot), config, today, question, fields,
-                           subject, limit, reserve)
-
-
-def _legacy(snapshot: IndexSnapshot) -> IndexState:
-    """The in-memory state behind the reference snapshot (see the module docstring)."""
-    from .state import MemorySnapshot
-
-    if not isinstance(snapshot, MemorySnapshot):
-        raise TypeError(f"{type(snapshot).__name__}: the checks still need the in-memory state"
-                        " (grounding_core/check.py bridge)")
-    return snapshot.state
+    return generate_answer(snapshot, config, today, question, fields, subject, limit, reserve)
 
 
 __all__ = ["CheckResult", "ReadText", "answer_from", "check_parsed", "check_text",

@@ -3,101 +3,118 @@
 Values are compared under one explicit rule, :func:`grounding_core.text.normalize` (NFKC,
 all whitespace removed), so ``周四16:30``, ``周四 16:30`` and ``周四１６:３０`` agree while
 ``周三16:30`` conflicts. The rule is for this comparison only; quotes stay verbatim.
+
+A check reads each checked key's :class:`~grounding_core.index.KeySummary` (every distinct
+value with its count and at most 5 sources, the draft's cited sources first): one indexed
+query per key, so a key shared by 17,000 lines costs one query and stays one readable
+finding. ``grounding conflicts`` (corpus-wide) reads every source of every conflicting key.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
-from .index import KeyedLine
-from .state import IndexState
-from .text import normalize, shorten
+from .index import ConflictKey, IndexSnapshot, KeyedLine, KeySummary, LineIdentity
+from .text import shorten
+
+SOURCES_PER_VALUE = 5
+"""Related sources listed per distinct value (SPEC §7.4)."""
+
+IDS_UP_TO = 6
+"""A conflict message names its sources' ids when the key has at most this many values."""
 
 
 @dataclass(frozen=True, slots=True)
 class Conflict:
-    """Two or more distinct normalised values for one key among active lines."""
+    """Two or more distinct normalised values for one key among active lines.
+
+    ``summary`` holds every value with its count and up to 5 sources (cited first);
+    ``lines`` every source, in (doc_id, version, line) order, when the caller asked for them
+    (``grounding conflicts``), else empty.
+    """
 
     subject: str | None
     field: str
-    lines: tuple[KeyedLine, ...]
+    summary: KeySummary
+    lines: tuple[KeyedLine, ...] = ()
 
     @property
     def values(self) -> list[str]:
-        """Distinct values as written (first spelling of each normalised value), in line order."""
-        seen: dict[str, str] = {}
-        for kl in self.lines:
-            seen.setdefault(normalize(kl.value), kl.value)
-        return list(seen.values())
-
-    def describe(self, ids_per_value: int = 5, max_values: int = 6) -> str:
-        """One sentence naming the values and where they come from.
-
-        At most ``max_values`` values, each with at most ``ids_per_value`` citation ids, are
-        named, then how many more there are: a key shared by thousands of lines still gives
-        a readable message (related information lists the sources).
+        """Distinct values as written (first spelling of each normalised value), in order of
+        their first source.
         """
-        by_value: dict[str, list[KeyedLine]] = {}
-        spelled: dict[str, str] = {}
-        normalised: dict[str, str] = {}  # each distinct spelling normalised once
-        for kl in self.lines:
-            key = normalised.get(kl.value)
-            if key is None:
-                key = normalised[kl.value] = normalize(kl.value)
-            spelled.setdefault(key, kl.value)
-            by_value.setdefault(key, []).append(kl)
+        return [group.spelled for group in self.summary.values]
+
+    def related_lines(self) -> list[KeyedLine]:
+        """The related sources of SPEC §7.4: for each value, up to 5 (cited first)."""
+        return [kl for group in self.summary.values for kl in group.sources]
+
+    def describe(self) -> str:
+        """One sentence naming every distinct value with its count of sources (SPEC §7.4);
+        with at most :data:`IDS_UP_TO` values, also the ids of the sources listed as related
+        information (at most 5 per value), so a key with thousands of values stays readable.
+        """
         parts = []
-        for key, lines in list(by_value.items())[:max_values]:
-            shown = ", ".join(f"{kl.doc_id}@{kl.version}:{kl.line}" for kl in lines[:ids_per_value])
-            if len(lines) > ids_per_value:
-                shown += f" and {len(lines) - ids_per_value} more"
-            parts.append(f"'{shorten(spelled[key])}' ({shown})")
-        if len(by_value) > max_values:
-            parts.append(f"{len(by_value) - max_values} more values")
+        with_ids = len(self.summary.values) <= IDS_UP_TO
+        for group in self.summary.values:
+            noun = "source" if group.count == 1 else "sources"
+            if not with_ids:
+                parts.append(f"'{shorten(group.spelled)}' ({group.count} {noun})")
+                continue
+            shown = ", ".join(f"{kl.doc_id}@{kl.version}:{kl.line}" for kl in group.sources)
+            more = group.count - len(group.sources)
+            parts.append(f"'{shorten(group.spelled)}' ({group.count} {noun}: {shown}"
+                         + (f" and {more} more" if more > 0 else "") + ")")
         where = f" for subject '{shorten(self.subject)}'" if self.subject is not None else ""
         return f"active sources disagree on '{shorten(self.field)}'{where}: " + " vs ".join(parts)
 
 
 @dataclass(frozen=True)
 class GateResult:
-    """Conflicts found and the distinct active lines read (``same_key_sources_checked``)."""
+    """Conflicts found, the keys checked with their line counts (``totals``), and
+    ``lines_checked`` = ``same_key_sources_checked`` (distinct active lines read; keys never
+    share a line, so it is the sum of the totals).
+    """
 
     conflicts: tuple[Conflict, ...]
-    lines_read: frozenset[tuple[str, int, int]]
-    keys: tuple[tuple[str | None, str], ...]
+    keys: tuple[ConflictKey, ...]
+    totals: dict[ConflictKey, int] = field(default_factory=dict)
+
+    @property
+    def lines_checked(self) -> int:
+        return sum(self.totals.values())
 
 
-def check_keys(state: IndexState, keys: Iterable[tuple[str | None, str]], today: dt.date) -> GateResult:
-    """Read every active line of each key; a key with ≥ 2 distinct values is a conflict."""
-    keyed = state.keyed_lines(today)
+def check_keys(snapshot: IndexSnapshot, keys: Iterable[ConflictKey], today: dt.date,
+               cited: Mapping[ConflictKey, Sequence[LineIdentity]] | None = None) -> GateResult:
+    """Summarise every active line of each key (once per key); ≥ 2 distinct values is a
+    conflict. ``cited`` (the draft's cited lines by their key) come first among their
+    value's related sources.
+    """
+    by_key = cited or {}
     conflicts: list[Conflict] = []
-    read: set[tuple[str, int, int]] = set()
-    done: list[tuple[str | None, str]] = []
-    seen: set[tuple[str | None, str]] = set()
+    done: list[ConflictKey] = []
+    totals: dict[ConflictKey, int] = {}
     for key in keys:
-        if key in seen:
+        if key in totals:
             continue
-        seen.add(key)
+        summary = snapshot.key_summary(key, today, by_key.get(key, ()), SOURCES_PER_VALUE)
+        totals[key] = summary.total_lines
         done.append(key)
-        lines = keyed.get(key, [])
-        read.update(kl.identity for kl in lines)
-        values = {kl.value for kl in lines}  # equal as written -> equal once normalised
-        if len(values) >= 2 and len({normalize(v) for v in values}) >= 2:
-            conflicts.append(Conflict(key[0], key[1], tuple(lines)))
-    return GateResult(tuple(conflicts), frozenset(read), tuple(done))
+        if summary.conflicting:
+            conflicts.append(Conflict(key[0], key[1], summary))
+    return GateResult(tuple(conflicts), tuple(done), totals)
 
 
-def all_conflicts(state: IndexState, today: dt.date) -> list[Conflict]:
-    """Every conflicting key of the whole active index (``grounding conflicts``)."""
-    found: list[Conflict] = []
-    for (subject, name), lines in state.keyed_lines(today).items():
-        if len(lines) < 2:
-            continue  # one line cannot conflict
-        values = {kl.value for kl in lines}
-        if len(values) >= 2 and len({normalize(v) for v in values}) >= 2:
-            found.append(Conflict(subject, name, tuple(lines)))
-    # keys by (field, subject); a subject is never "" (SPEC §3), so the order is total
-    found.sort(key=lambda c: (c.field, c.subject or ""))
+def all_conflicts(snapshot: IndexSnapshot, today: dt.date, with_lines: bool = True) -> list[Conflict]:
+    """Every conflicting key of the whole active index (``grounding conflicts``), sorted by
+    (field, subject). Corpus-wide; ``with_lines`` also reads every source of each key.
+    """
+    found = []
+    for subject, name in snapshot.conflicting_keys(today):
+        summary = snapshot.key_summary((subject, name), today, (), SOURCES_PER_VALUE)
+        lines = tuple(snapshot.key_lines((subject, name), today)) if with_lines else ()
+        found.append(Conflict(subject, name, summary, lines))
     return found

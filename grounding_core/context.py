@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from .budget import ContextUnit, PromptPack, pack_prompt
 from .config import Config
 from .drafts import ContextSpec
-from .state import IndexState
-from .store import Store
+from .index import IndexSnapshot
 from .verify import Visibility
 
 DEFAULT_LIMIT = 1500
@@ -32,6 +31,9 @@ class CompiledContext:
 
     query: str
     pack: PromptPack
+    complete: bool = True
+    """False when the snapshot's full-text rows were still being built (SPEC §8 ranking may
+    change once they are: "still indexing")."""
 
     @property
     def kept(self) -> list[ContextUnit]:
@@ -39,7 +41,7 @@ class CompiledContext:
 
     def visibility(self) -> Visibility:
         """X = every line of every kept unit."""
-        vis = Visibility(input_tokens=self.pack.input_tokens)
+        vis = Visibility(input_tokens=self.pack.input_tokens, complete=self.complete)
         for unit in self.kept:
             vis.ranges.setdefault((unit.doc_id, unit.version), []).append((unit.start_line, unit.end_line))
         return vis
@@ -48,6 +50,7 @@ class CompiledContext:
         """JSON-ready summary: kept/skipped units with token costs and the totals (SPEC §8)."""
         p = self.pack
         return {
+            **({} if self.complete else {"still_indexing": True}),
             "query": self.query, "encoding": p.encoding, "limit": p.limit, "reserve": p.reserve,
             "input_tokens": p.input_tokens, "base_tokens": p.base_tokens,
             "kept": [{"unit": u.unit.id, "tokens": u.cost, "rank": round(u.unit.rank, 6)} for u in p.kept],
@@ -56,7 +59,7 @@ class CompiledContext:
         }
 
 
-def units_of(state: IndexState, doc_id: str, today: dt.date) -> list[ContextUnit]:
+def units_of(state: IndexSnapshot, doc_id: str, today: dt.date) -> list[ContextUnit]:
     """The units of a document's active version (empty when it has none)."""
     record = state.newest(doc_id)
     if record is None or not state.is_active(record, today):
@@ -75,9 +78,9 @@ def units_of(state: IndexState, doc_id: str, today: dt.date) -> list[ContextUnit
     return units
 
 
-def rank_units(store: Store, state: IndexState, query: str, today: dt.date) -> list[ContextUnit]:
-    """Units holding at least one FTS hit for ``query``, best first (rank = -bm25)."""
-    hits = store.search(query, limit=MAX_CANDIDATES, any_term=True)
+def rank_units(state: IndexSnapshot, query: str, today: dt.date) -> list[ContextUnit]:
+    """Units holding at least one FTS hit for ``query`` in ``state``, best first (rank = -bm25)."""
+    hits = state.search(query, limit=MAX_CANDIDATES, any_term=True)
     best: dict[tuple[str, int], float] = {}
     for hit in hits:
         score = -hit.rank
@@ -99,11 +102,15 @@ def rank_units(store: Store, state: IndexState, query: str, today: dt.date) -> l
     return ranked
 
 
-def compile_context(store: Store, state: IndexState, config: Config, spec: ContextSpec,
+def compile_context(state: IndexSnapshot, config: Config, spec: ContextSpec,
                     question: str, today: dt.date) -> CompiledContext:
-    """Compile a ``query`` context spec (SPEC §8) against ``state``; deterministic."""
+    """Compile a ``query`` context spec (SPEC §8) against the snapshot ``state``; deterministic
+    for a given snapshot. ``complete`` is False while the snapshot's full-text rows are still
+    being built (the caller may build them first: ``Store.build_fts``).
+    """
     query = spec.query or question
-    units = rank_units(store, state, query, today)
+    complete = state.search_complete
+    units = rank_units(state, query, today)
     pack = pack_prompt(question or query, units, spec.limit or DEFAULT_LIMIT,
                        spec.reserve or DEFAULT_RESERVE, config.encoding)
-    return CompiledContext(query, pack)
+    return CompiledContext(query, pack, complete)

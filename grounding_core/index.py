@@ -29,12 +29,16 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 from .evidence import EvidenceDocument
 from .images import Measurement
 from .text import normalize, normalize_value
+
+T = TypeVar("T")
 
 ConflictKey = tuple[str | None, str]
 """``(subject, field)`` (SPEC §3, §7.4); ``None`` is the key of lines without a subject."""
@@ -51,6 +55,13 @@ class VersionRecord:
     brought it), so :meth:`IndexSnapshot.document` can read its text on demand.
     ``previous_shas`` lists contents the same declared version held before (``version-reuse``).
     ``seq`` is the sequence number of the last event that changed this record.
+
+    The front-matter facts activity needs (SPEC §3) travel with the record, so deciding
+    whether a version is active never parses its text: ``status``, ``effective_from`` /
+    ``effective_until``, plus ``title``, ``subject`` (None: no subject) and ``line_count``.
+    ``first_sha256`` is the sha256 of the first content this (doc_id, version) ever held
+    (``version-reuse`` holds while the current content differs from it; docs/decisions.md).
+    An implementation that does not know a fact leaves its default (``line_count`` -1).
     """
 
     doc_id: str
@@ -63,6 +74,15 @@ class VersionRecord:
     reason: str = ""
     seq: int = 0
     previous_shas: tuple[str, ...] = ()
+    status: str = "active"
+    effective_from: dt.date | None = None
+    effective_until: dt.date | None = None
+    title: str = ""
+    subject: str | None = None
+    line_count: int = -1
+    first_sha256: str = ""
+    front_end: int = -1
+    """The 1-based line closing the front matter (0: none; -1: not known)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,24 +209,27 @@ class IndexSnapshot(ABC):
 
     @abstractmethod
     def record_for_path(self, path: str) -> VersionRecord | None:
-        """The newest version imported from ``path`` (relative to the evidence root); a version
-        not deleted wins over a deleted one. None when nothing was imported from it.
+        """The version most recently imported from ``path`` (relative to the evidence root;
+        the current content of each version counts), a version not deleted winning over a
+        deleted one. None when nothing was imported from it.
         """
 
     def inactive_reason(self, record: VersionRecord, today: dt.date) -> str | None:
-        """Why a version is not active (SPEC §3), or None when it is active."""
+        """Why a version is not active (SPEC §3), or None when it is active.
+
+        Reads only the record (its front-matter facts), never the version's text.
+        """
         if record.revoked:
             return "it was deleted" if record.reason == "deleted" else f"it is revoked ({record.reason})"
         newest = self.newest(record.doc_id)
         if newest is not None and newest.version != record.version:
             return f"version {newest.version} supersedes it"
-        front = self.document(record).front
-        if front.status == "revoked":
+        if record.status == "revoked":
             return "it is revoked (status: revoked)"
-        if front.effective_from is not None and today < front.effective_from:
-            return f"it is not effective until {front.effective_from.isoformat()}"
-        if front.effective_until is not None and today > front.effective_until:
-            return f"it expired on {front.effective_until.isoformat()}"
+        if record.effective_from is not None and today < record.effective_from:
+            return f"it is not effective until {record.effective_from.isoformat()}"
+        if record.effective_until is not None and today > record.effective_until:
+            return f"it expired on {record.effective_until.isoformat()}"
         return None
 
     def is_active(self, record: VersionRecord, today: dt.date) -> bool:
@@ -219,6 +242,25 @@ class IndexSnapshot(ABC):
 
     def is_meta_field(self, name: str) -> bool:
         return name in self.settings.meta_fields
+
+    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, remembered for this snapshot under ``key`` (bounded). For values that
+        depend only on the snapshot and ``key`` (e.g. a conflict's message and related
+        locations, rebuilt by every re-check of the same draft otherwise). The default does
+        not remember.
+        """
+        return compute()
+
+    @contextmanager
+    def reading(self) -> Iterator[IndexSnapshot]:
+        """Hold one consistent read of the store for a whole check (re-entrant).
+
+        The SQL store answers every ``replay(n)`` from rows that later writes never change
+        for ``n``, so most reads need nothing; the exception is a rebuild of the derived
+        tables after a settings change, which a pinned read transaction (WAL) never sees
+        half-done. The default does nothing.
+        """
+        yield self
 
     # -- documents by name -------------------------------------------------------------------
 
@@ -270,9 +312,33 @@ class IndexSnapshot(ABC):
     def has_field(self, field_name: str, today: dt.date) -> bool:
         return bool(self.subjects_with_field(field_name, today))
 
-    @abstractmethod
+    def field_names(self, prefix: str, today: dt.date, limit: int = 200) -> list[str]:
+        """Active, non-meta field names starting with ``prefix``, sorted by code point, at
+        most ``limit`` (bounded: an indexed range).
+        """
+        return []
+
     def similar_field_names(self, name: str, today: dt.date, n: int = 1) -> list[str]:
-        """Up to ``n`` active field names close to ``name`` ("did you mean"); bounded."""
+        """Up to ``n`` active field names close to ``name`` ("did you mean", SPEC §7 GR109).
+
+        Bounded: candidates are the field names sharing ``name``'s longest shared prefix
+        (up to 4 code points) and those starting with one of its first 16 two- or
+        three-code-point pieces (so ``时间`` is offered for ``活动时间``); they are ranked by
+        :func:`difflib.get_close_matches` (cutoff 0.5). Never reads every field name.
+        """
+        if not name:
+            return []
+        candidates: set[str] = set()
+        for cut in range(min(len(name), 4), 0, -1):
+            candidates.update(self.field_names(name[:cut], today))
+            if candidates - {name}:
+                break
+        pieces = dict.fromkeys(name[i:i + k] for i in range(len(name)) for k in (2, 3)
+                               if i + k <= len(name))
+        for piece in list(pieces)[:16]:
+            candidates.update(self.field_names(piece, today, limit=50))
+        candidates.discard(name)
+        return difflib.get_close_matches(name, sorted(candidates), n=n, cutoff=0.5)
 
     @abstractmethod
     def known_term_in(self, sentence: str, today: dt.date) -> str | None:
@@ -285,8 +351,9 @@ class IndexSnapshot(ABC):
 
     @abstractmethod
     def lines_with_value_in(self, sentence: str, today: dt.date, limit: int = 50) -> list[KeyedLine]:
-        """Active, non-meta field lines whose normalised value (SPEC §7.3) occurs in the
-        normalised ``sentence``, longest value first, at most ``limit`` (citation candidates).
+        """Active, non-meta field lines whose normalised value (SPEC §7.3, at least 2 code
+        points, like the known terms of §7.6) occurs in the normalised ``sentence``, longest
+        value first, then by (doc_id, version, line), at most ``limit`` (citation candidates).
         """
 
     def changed_keys(self, since: int, today: dt.date) -> list[ConflictKey] | None:
@@ -346,6 +413,54 @@ class IndexSnapshot(ABC):
         return []
 
 
+class EmptySnapshot(IndexSnapshot):
+    """``replay(0)`` of any store: no documents (before a workspace is open)."""
+
+    def __init__(self, settings: ParseSettings | None = None) -> None:
+        self.seq = 0
+        self.generation = 0
+        self.settings = settings or ParseSettings()
+
+    def versions(self, doc_id: str) -> Mapping[int, VersionRecord]:
+        return {}
+
+    def document(self, record: VersionRecord) -> EvidenceDocument:
+        raise KeyError(f"{record.doc_id}@{record.version} is not in an empty index")
+
+    def record_for_path(self, path: str) -> VersionRecord | None:
+        return None
+
+    def doc_ids(self, prefix: str = "", limit: int | None = None) -> list[str]:
+        return []
+
+    def key_lines(self, key: ConflictKey, today: dt.date) -> list[KeyedLine]:
+        return []
+
+    def subjects_with_field(self, field_name: str, today: dt.date) -> list[str | None]:
+        return []
+
+    def similar_field_names(self, name: str, today: dt.date, n: int = 1) -> list[str]:
+        return []
+
+    def known_term_in(self, sentence: str, today: dt.date) -> str | None:
+        return None
+
+    def lines_with_value_in(self, sentence: str, today: dt.date, limit: int = 50) -> list[KeyedLine]:
+        return []
+
+    def conflicting_keys(self, today: dt.date) -> list[ConflictKey]:
+        return []
+
+    def stats(self, today: dt.date) -> IndexStats:
+        return IndexStats(0, 0, 0, 0, 0)
+
+    def iter_active(self, today: dt.date) -> Iterator[VersionRecord]:
+        return iter(())
+
+    def search(self, query: str, limit: int = 20, any_term: bool = False) -> list[SearchHit]:
+        return []
+
+
 def keyed_lines_of(doc: EvidenceDocument, record: VersionRecord, settings: ParseSettings) -> list[KeyedLine]:
     """The non-meta field lines of one version, in line order (SPEC §3 field lines)."""
     meta = settings.meta_fields
@@ -374,6 +489,6 @@ def value_term(value: str) -> str:
 
 
 __all__: Sequence[str] = (
-    "ConflictKey", "IndexSnapshot", "IndexStats", "KeySummary", "KeyedLine", "LineIdentity",
+    "ConflictKey", "EmptySnapshot", "IndexSnapshot", "IndexStats", "KeySummary", "KeyedLine", "LineIdentity",
     "ParseSettings", "SearchHit", "ValueGroup", "VersionRecord", "keyed_lines_of", "longest_term_in",
 )

@@ -254,6 +254,9 @@ class DraftReport:
     output_tokens: int | None = None
     output_reserve: int | None = None
     wire_claims: list[dict[str, object]] = field(default_factory=list)
+    index_complete: bool = True
+    """False when a compiled ``query`` context ranked an index whose full-text rows were
+    still being built ("still indexing"): check again once indexing is done."""
 
     @property
     def error_count(self) -> int:

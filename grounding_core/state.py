@@ -10,38 +10,15 @@ Lines are 1-based; versions and sequence numbers are positive integers.
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
 
+from .events import Event
 from .evidence import EvidenceDocument, EvidenceError, FrontMatter, parse_evidence_text
 from .index import ConflictKey, IndexSnapshot, IndexStats, KeyedLine, ParseSettings, SearchHit
 from .index import VersionRecord as IndexRecord
 from .text import normalize, normalize_value, split_lines
-
-EventKind = Literal["import", "revoke"]
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One entry of the append-only log (SPEC §4).
-
-    ``import``: a version's full text (BOM removed) and the sha256 of its raw bytes;
-    ``declared`` tells whether front matter declared the version. ``revoke``: the version
-    stops being active (``reason``: ``deleted``, ``status: revoked``, ...).
-    """
-
-    seq: int
-    kind: EventKind
-    doc_id: str
-    version: int
-    sha256: str = ""
-    path: str = ""
-    text: str = ""
-    declared: bool = False
-    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +37,8 @@ class VersionRecord:
     reason: str = ""
     seq: int = 0
     previous_shas: tuple[str, ...] = ()
+    content_id: int = 0
+    """The seq of the import that brought this content (``seq`` also moves on a revoke)."""
 
 
 @dataclass
@@ -126,7 +105,7 @@ class IndexState:
                 doc[event.version] = VersionRecord(
                     doc_id=event.doc_id, version=event.version, sha256=event.sha256,
                     path=event.path, text=event.text, declared=event.declared,
-                    seq=event.seq, previous_shas=previous,
+                    seq=event.seq, previous_shas=previous, content_id=event.seq,
                 )
             elif old is not None:
                 doc[event.version] = replace(old, revoked=True, reason=event.reason, seq=event.seq)
@@ -432,7 +411,7 @@ class MemorySnapshot(IndexSnapshot):
     def versions(self, doc_id: str) -> Mapping[int, IndexRecord]:
         cached = self._records.get(doc_id)
         if cached is None:
-            cached = {n: _index_record(r) for n, r in self._state.versions(doc_id).items()}
+            cached = {n: _index_record(self._state, r) for n, r in self._state.versions(doc_id).items()}
             if len(self._records) > 4096:
                 self._records.clear()
             self._records[doc_id] = cached
@@ -450,10 +429,10 @@ class MemorySnapshot(IndexSnapshot):
             for record in self._state.versions(doc_id).values():
                 if record.path != path:
                     continue
-                rank = (record.reason != "deleted", record.version)
-                if best is None or rank > (best.reason != "deleted", best.version):
+                rank = (record.reason != "deleted", record.content_id)
+                if best is None or rank > (best.reason != "deleted", best.content_id):
                     best = record
-        return _index_record(best) if best is not None else None
+        return _index_record(self._state, best) if best is not None else None
 
     def doc_ids(self, prefix: str = "", limit: int | None = None) -> list[str]:
         found = [d for d in self._state.doc_ids() if d.startswith(prefix)]
@@ -466,8 +445,8 @@ class MemorySnapshot(IndexSnapshot):
     def subjects_with_field(self, field_name: str, today: dt.date) -> list[str | None]:
         return self._state.subjects_with_field(field_name, today)
 
-    def similar_field_names(self, name: str, today: dt.date, n: int = 1) -> list[str]:
-        return difflib.get_close_matches(name, sorted(self._state.field_names(today)), n=n, cutoff=0.5)
+    def field_names(self, prefix: str, today: dt.date, limit: int = 200) -> list[str]:
+        return [f for f in sorted(self._state.field_names(today)) if f.startswith(prefix)][:limit]
 
     def known_term_in(self, sentence: str, today: dt.date) -> str | None:
         terms, longest = self._state.known_terms(today)
@@ -487,7 +466,7 @@ class MemorySnapshot(IndexSnapshot):
         for lines in self._state.keyed_lines(today).values():
             for kl in lines:
                 value = normalize_value(kl.value)
-                if value and value in sentence:
+                if len(value) >= 2 and value in sentence:
                     found.append((-len(value), kl.identity, kl))
         found.sort(key=lambda item: item[:2])
         return [kl for _, _, kl in found[:limit]]
@@ -513,7 +492,7 @@ class MemorySnapshot(IndexSnapshot):
 
     def iter_active(self, today: dt.date) -> Iterator[IndexRecord]:
         for record in self._state.active_records(today):
-            yield _index_record(record)
+            yield _index_record(self._state, record)
 
     def search(self, query: str, limit: int = 20, any_term: bool = False) -> list[SearchHit]:
         if self._searcher is None:
@@ -527,9 +506,15 @@ class MemorySnapshot(IndexSnapshot):
         return out
 
 
-def _index_record(record: VersionRecord) -> IndexRecord:
+def _index_record(state: IndexState, record: VersionRecord) -> IndexRecord:
+    doc = state.document(record)
     return IndexRecord(
         doc_id=record.doc_id, version=record.version, sha256=record.sha256, path=record.path,
-        declared=record.declared, content_id=record.seq, revoked=record.revoked,
-        reason=record.reason, seq=record.seq, previous_shas=record.previous_shas,
+        declared=record.declared, content_id=record.content_id or record.seq,
+        revoked=record.revoked, reason=record.reason, seq=record.seq,
+        previous_shas=record.previous_shas, status=doc.front.status,
+        effective_from=doc.front.effective_from, effective_until=doc.front.effective_until,
+        title=doc.title, subject=doc.subject, line_count=len(doc.lines),
+        first_sha256=record.previous_shas[0] if record.previous_shas else record.sha256,
+        front_end=doc.front.end_line,
     )

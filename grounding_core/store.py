@@ -1,120 +1,96 @@
-"""The persistent index: an append-only SQLite event log, scan bookkeeping and FTS (SPEC §4).
+"""The persistent index (SPEC §4): the event log, its derived tables, scans and full-text search.
 
-Tables:
+A :class:`Store` is one index database (SQLite; the adapter is ``sqlite_backend.py``). The
+append-only ``events`` table is the source of truth; the derived tables (``derived.py``)
+are maintained in the same transaction as the events they derive from, and answer any
+``replay(n)`` without a rebuild, so :meth:`Store.snapshot` is cheap for any ``n``
+(``sql_snapshot.py``). docs/architecture.md describes the tables and what runs where.
 
-- ``events``: the source of truth, append-only (triggers refuse UPDATE and DELETE). Each scan
-  appends its events and its ``files`` rows in one transaction, so a crash leaves either the
-  whole scan or none of it.
-- ``files``: per evidence path, the size and mtime seen last, its sha256, doc_id, declared
-  version and the problem that kept it out of the index (JSON), so a rescan re-reads only
-  files whose size or mtime changed.
-- ``lines_fts``: FTS5 (``trigram`` tokenizer, which handles CJK) over the lines of each
-  document's newest version; backs completion, suggestions and context retrieval.
+- :meth:`Store.scan` brings the index up to date with the evidence folder: a full walk, or
+  only the paths a watcher names (``paths``). It re-reads files whose stat key changed,
+  appends events only when content changed, and commits events, derived rows, file rows and
+  evidence findings in one transaction (a crash leaves the whole scan or none of it).
+- Full-text rows are built after the index is usable: the scan queues the contents that need
+  them and :meth:`Store.build_fts` drains the queue in small transactions (the server in the
+  background, the CLI when a ``query`` context needs it). Until then
+  :attr:`IndexSnapshot.search_complete` is False.
 
+Thread-safety: writes (scans, FTS batches) are serialised by one lock on the writer
+connection; snapshots read through per-thread connections and never wait for a writer.
 The evidence files are only ever opened for reading.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import os
 import sqlite3
-import stat as stat_mod
 import threading
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+from . import scan as scanning
 from .config import Config
-from .evidence import (
-    EvidenceDocument,
-    EvidenceError,
-    decode_evidence,
-    parse_evidence,
-    parse_evidence_text,
-)
-from .index import ParseSettings, SearchHit
+from .derived import Deriver, event_of, fingerprint, iter_events, rebuild
+from .events import Event
+from .evidence import EvidenceDocument, EvidenceError, decode_evidence, parse_evidence_text
+from .index import IndexSnapshot, ParseSettings, SearchHit, VersionRecord
 from .model import Finding, Location, Span
-from .state import Event, IndexState, MemorySnapshot, ParseCache, VersionRecord
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS events (
-  seq INTEGER PRIMARY KEY AUTOINCREMENT,
-  kind TEXT NOT NULL CHECK (kind IN ('import', 'revoke')),
-  doc_id TEXT NOT NULL,
-  version INTEGER NOT NULL,
-  sha256 TEXT NOT NULL DEFAULT '',
-  path TEXT NOT NULL DEFAULT '',
-  text TEXT NOT NULL DEFAULT '',
-  declared INTEGER NOT NULL DEFAULT 0,
-  reason TEXT NOT NULL DEFAULT '',
-  recorded_at TEXT NOT NULL
-);
-CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
-  BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
-CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
-  BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
-CREATE TABLE IF NOT EXISTS files (
-  path TEXT PRIMARY KEY,
-  size INTEGER NOT NULL,
-  mtime_ns INTEGER NOT NULL,
-  sha256 TEXT NOT NULL,
-  doc_id TEXT,
-  declared_version INTEGER,
-  problem TEXT
-);
-CREATE VIRTUAL TABLE IF NOT EXISTS lines_fts USING fts5(
-  text, doc_id UNINDEXED, version UNINDEXED, line UNINDEXED, tokenize = 'trigram'
-);
-CREATE TABLE IF NOT EXISTS fts_docs (
-  doc_id TEXT PRIMARY KEY,
-  first_rowid INTEGER NOT NULL,
-  last_rowid INTEGER NOT NULL
-);
-"""
-
-FTS_LAYOUT = 1
-"""``PRAGMA user_version`` once every ``lines_fts`` row is tracked in ``fts_docs`` (the rowid
-range of each document's rows, so replacing one document's rows never scans the table)."""
+from .scan import FileRow, Listing, StatKey, Unstable, finding_dict, finding_of
+from .sql_snapshot import DocumentCache, SqlSnapshot
+from .sqlite_backend import LINE_BITS, LINE_MASK, SqliteBackend
 
 ProgressCallback = Callable[[int, int, str], None]
 """Called as ``progress(done, total, path)`` while a scan reads files."""
+
+FTS_BATCH = 200
+
+FRESH_CHARS = 4_000_000
+"""Code points of documents a scan keeps between reading and importing them (beyond, they
+are read again when imported)."""
+"""Contents per FTS transaction (a crash loses at most one batch, redone later)."""
+
+INHERIT_EVENTS = 2000
+"""A new snapshot inherits the previous one's caches across at most this many events."""
+
+walk_evidence = scanning.walk_evidence  # re-exported for callers of the old module
 
 
 class IndexError_(RuntimeError):
     """The index database cannot be opened or is not a Grounding index."""
 
 
-@dataclass(frozen=True, slots=True)
-class FileRow:
-    """What the last scan saw of one evidence path (relative to the evidence root)."""
-
-    path: str
-    size: int
-    mtime_ns: int
-    sha256: str
-    doc_id: str | None
-    declared_version: int | None
-    problem: dict[str, object] | None
-
-
 @dataclass
 class ScanResult:
     """The outcome of one scan.
 
-    ``evidence`` maps every evidence path seen (relative to the evidence root) to its findings
-    (spans in that file); ``changed`` lists paths re-read; ``events`` the events appended.
+    - ``snapshot``: the index after the scan (the interface checks read);
+    - ``evidence``: findings by evidence path (relative to the evidence root; spans in that
+      file): every path for a full walk, the paths looked at and those whose findings changed
+      for a ``paths`` scan (:meth:`Store.evidence_findings` lists every path);
+    - ``changed``: paths re-read whose stat key changed; ``events``: the events appended;
+    - ``findings_changed``: paths whose evidence findings differ from before the scan;
+    - ``unstable``: paths that changed while read and were not indexed from that read (read
+      them again when stable; the CLI already retried briefly);
+    - ``hashed_bytes``: bytes read and hashed; ``full``: a full walk.
     """
 
-    state: IndexState
+    snapshot: IndexSnapshot
     evidence: dict[str, list[Finding]] = field(default_factory=dict)
     changed: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     hashed_bytes: int = 0
-    snapshot: MemorySnapshot | None = None
-    """The index after the scan, as a frozen snapshot (the interface checks read)."""
+    findings_changed: list[str] = field(default_factory=list)
+    unstable: list[str] = field(default_factory=list)
+    full: bool = True
+
+    @property
+    def state(self) -> IndexSnapshot:
+        """The snapshot (the name earlier callers used)."""
+        return self.snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,67 +108,80 @@ class LogEntry:
 
 
 class Store:
-    """One index database (SPEC §4). Thread-safe: one lock serialises database access.
+    """One index database (SPEC §4); see the module docstring.
 
-    ``path`` is a file path or ``":memory:"``. Raises :class:`IndexError_` when the file is
-    not an SQLite database.
+    ``path`` is a file path or ``":memory:"`` (a temporary file, deleted on close). Raises
+    :class:`IndexError_` when the file cannot be opened or is not an SQLite database.
     """
 
     def __init__(self, path: str, settings: ParseSettings | None = None) -> None:
         self.path = path
+        self.settings = settings or ParseSettings()
+        self.documents = DocumentCache()
+        self.derivation = 0
         self._lock = threading.RLock()
+        """Serialises writers (scans, FTS batches, rebuilds) on the writer connection."""
+        self._latest_lock = threading.Lock()
+        self._latest: tuple[int, SqlSnapshot] | None = None
         try:
-            if path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None,
-                                         timeout=30)
-            if path != ":memory:":
-                self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.executescript(SCHEMA)
+            self.backend = SqliteBackend(path)
+            migrated = self.backend.create_schema()
+            self._ensure_derived(force=migrated, queue_fts=migrated)
         except (sqlite3.Error, OSError) as exc:
+            try:
+                self.backend.close()
+            except Exception:  # noqa: BLE001  (closing a half-opened backend)
+                pass
             raise IndexError_(f"cannot open the index {path}: {exc}") from exc
-        self.cache = ParseCache(settings or ParseSettings())
-        self._state = IndexState(cache=self.cache)
-        self._catch_up()
-        self._upgrade_fts()
 
     @classmethod
     def for_config(cls, config: Config) -> Store:
         """Open the index a workspace's configuration names."""
-        return cls(
-            config.index_path,
-            ParseSettings(config.field_separators, config.meta_fields, config.subject_fields),
-        )
+        return cls(config.index_path,
+                   ParseSettings(config.field_separators, config.meta_fields, config.subject_fields))
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self.backend.close()
 
-    # -- the log ----------------------------------------------------------------------------
+    # -- derived tables ------------------------------------------------------------------------
 
-    @property
-    def state(self) -> IndexState:
-        """The state after every event in the log (catching up with other writers)."""
+    def _ensure_derived(self, force: bool = False, queue_fts: bool = False) -> None:
+        """Rebuild the derived tables from the log when they were made with other settings
+        (or after a layout migration), in one transaction.
+        """
+        conn = self.backend.writer
         with self._lock:
-            self._catch_up()
-            return self._state
+            current = conn.execute("SELECT value FROM meta WHERE key = 'fingerprint'").fetchone()
+            wanted = fingerprint(self.settings)
+            if not force and current is not None and current[0] == wanted:
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                current = conn.execute("SELECT value FROM meta WHERE key = 'fingerprint'").fetchone()
+                if force or current is None or current[0] != wanted:
+                    rebuild(conn, self.backend, self.settings, queue_fts=queue_fts or current is None)
+                    conn.execute("INSERT INTO meta (key, value) VALUES ('full_reconcile', '1')"
+                                 " ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            self.derivation += 1
+            self.documents.clear()
+            self._latest = None
+
+    # -- the log -------------------------------------------------------------------------------
 
     def event_count(self) -> int:
-        with self._lock:
-            row = self._conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()
-            return int(row[0])
+        row = self.backend.reader().execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()
+        return int(row[0])
 
     def events(self, upto: int | None = None) -> list[Event]:
-        """The first ``upto`` events (all when None), in log order."""
-        with self._lock:
-            sql = "SELECT seq, kind, doc_id, version, sha256, path, text, declared, reason FROM events"
-            args: tuple[int, ...] = ()
-            if upto is not None:
-                sql += " WHERE seq <= ?"
-                args = (upto,)
-            rows = self._conn.execute(sql + " ORDER BY seq", args).fetchall()
-        return [_event(row) for row in rows]
+        """The first ``upto`` events (all when None), in log order. Corpus-wide: for tools
+        and tests; the store itself streams the log in chunks.
+        """
+        return list(iter_events(self.backend.reader(), 0, upto))
 
     def log_entries(self, doc_id: str | None = None) -> list[LogEntry]:
         """The log's events without their texts, in seq order (``grounding log``; SPEC §9).
@@ -204,39 +193,56 @@ class Store:
         if doc_id is not None:
             sql += " WHERE doc_id = ?"
             args = (doc_id,)
-        with self._lock:
-            rows = self._conn.execute(sql + " ORDER BY seq", args).fetchall()
+        rows = self.backend.reader().execute(sql + " ORDER BY seq", args).fetchall()
         return [LogEntry(int(r[0]), str(r[1]), str(r[2]), int(r[3]), str(r[4]), str(r[5]), str(r[6]),
                          str(r[7])) for r in rows]
 
-    def snapshot(self, at: int | None = None) -> MemorySnapshot:
-        """A frozen :class:`~grounding_core.index.IndexSnapshot` of ``replay(at)`` (default: the
-        whole log). Raises ValueError when ``at`` is negative or beyond the log.
+    def snapshot(self, at: int | None = None) -> SqlSnapshot:
+        """A frozen :class:`~grounding_core.index.IndexSnapshot` of ``replay(at)`` (default:
+        the whole log). Raises ValueError when ``at`` is negative or beyond the log.
+
+        Cheap for any ``at`` (no replay: the derived tables hold every state). The newest
+        snapshot is reused while no event is appended; a newer one inherits its caches minus
+        what the new events touched.
         """
-        state = self.state if at is None else self.replay(at)
-        return MemorySnapshot(state, searcher=self.search)
-
-    def replay(self, n: int) -> IndexState:
-        """SPEC §4 ``replay(n)``; raises ValueError when n is negative or beyond the log."""
         count = self.event_count()
-        if n < 0 or n > count:
-            raise ValueError(f"--at {n}: the event log holds {count} events (use 0..{count})")
-        return IndexState(cache=self.cache).apply(self.events(n))
+        if at is not None:
+            if at < 0 or at > count:
+                raise ValueError(f"--at {at}: the event log holds {count} events (use 0..{count})")
+            if at != count:
+                return SqlSnapshot(self, at)
+        with self._latest_lock:
+            derivation = self.derivation
+            held = self._latest
+            latest = held[1] if held is not None and held[0] == derivation else None
+            if latest is not None and latest.seq == count:
+                return latest
+            caches = None
+            if latest is not None and latest.seq < count and count - latest.seq <= INHERIT_EVENTS:
+                fresh = SqlSnapshot(self, count)
+                docs = {str(r[0]) for r in self.backend.reader().execute(
+                    "SELECT DISTINCT doc_id FROM events WHERE seq > ? AND seq <= ?",
+                    (latest.seq, count)).fetchall()}
+                keys, terms = fresh.changed_since(latest.seq)
+                caches = latest.caches.inherit(docs, keys, terms)
+            snapshot = SqlSnapshot(self, count, caches)
+            self._latest = (derivation, snapshot)
+            return snapshot
 
-    def _catch_up(self) -> None:
-        rows = self._conn.execute(
-            "SELECT seq, kind, doc_id, version, sha256, path, text, declared, reason FROM events"
-            " WHERE seq > ? ORDER BY seq",
-            (self._state.seq,),
-        ).fetchall()
-        if rows:
-            self._state = self._state.apply(_event(r) for r in rows)
+    @property
+    def state(self) -> SqlSnapshot:
+        """The newest snapshot (the name earlier callers used)."""
+        return self.snapshot()
 
-    def _append(self, events: Iterable[Event]) -> list[Event]:
+    def replay(self, n: int) -> SqlSnapshot:
+        """SPEC §4 ``replay(n)``; raises ValueError when n is negative or beyond the log."""
+        return self.snapshot(at=n)
+
+    def _append(self, conn: sqlite3.Connection, events: Iterable[Event]) -> list[Event]:
         now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         out: list[Event] = []
         for e in events:
-            cur = self._conn.execute(
+            cur = conn.execute(
                 "INSERT INTO events (kind, doc_id, version, sha256, path, text, declared, reason,"
                 " recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (e.kind, e.doc_id, e.version, e.sha256, e.path, e.text, int(e.declared), e.reason, now),
@@ -247,223 +253,396 @@ class Store:
                              e.declared, e.reason))
         return out
 
-    # -- scanning ---------------------------------------------------------------------------
+    # -- scanning ------------------------------------------------------------------------------
 
-    def scan(self, config: Config, progress: ProgressCallback | None = None) -> ScanResult:
+    def scan(self, config: Config, progress: ProgressCallback | None = None,
+             paths: Iterable[str] | None = None, settle: float = scanning.SETTLE_BUDGET_S) -> ScanResult:
         """Bring the index up to date with the evidence folder (SPEC §3, §4).
 
-        Re-reads only files whose size or mtime changed, appends events only when content
-        changed, and reports evidence findings for every file. Never writes evidence files.
-        Raises FileNotFoundError when the evidence root does not exist.
+        ``paths`` (relative to the evidence root, from a file watcher): look only at those
+        files and folders; None: walk the whole evidence root (at start, after a watcher
+        overflow). Re-reads only files whose stat key (size, mtime, ctime, inode) changed.
+        A file changed within the last 100 ms is read once it has been quiet that long (the
+        scan waits up to ``settle`` seconds in all; 0: not at all); one that keeps changing,
+        or changes while read, is listed in :attr:`ScanResult.unstable` and not indexed from
+        that read (read it again later). Appends events only when content changed. Never
+        writes evidence files. Raises FileNotFoundError when the evidence root does not exist.
         """
         root = config.evidence_root
         if not root.is_dir():
             raise FileNotFoundError(f"evidence folder {root} does not exist")
-        candidates, refused = walk_evidence(config)
+        listing = scanning.walk_evidence(config) if paths is None else scanning.resolve_paths(config, paths)
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
+            self._ensure_derived()
+            conn = self.backend.writer
+            conn.execute("BEGIN IMMEDIATE")
             try:
-                self._catch_up()
-                result = self._scan_locked(config, candidates, refused, progress)
-                state = self._state.apply(result.events) if result.events else self._state
-                if result.events:
-                    # The FTS rows derive from the events: refreshing them in the same
-                    # transaction means a crash leaves both or neither (a refresh after
-                    # COMMIT could be lost for good), and one transaction keeps a
-                    # 100k-line file from costing one FTS commit per line.
-                    self._refresh_fts(state, {e.doc_id for e in result.events})
-                self._conn.execute("COMMIT")
+                result = _Scan(self, conn, config, listing, progress, settle).run()
+                conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                conn.execute("ROLLBACK")
                 raise
-            self._state = state
-            result.state = state
-            result.snapshot = MemorySnapshot(state, searcher=self.search)
+        result.snapshot = self.snapshot()
         return result
 
-    def _scan_locked(
-        self,
-        config: Config,
-        candidates: dict[str, Path],
-        refused: dict[str, Finding],
-        progress: ProgressCallback | None,
-    ) -> ScanResult:
-        old_rows = {r.path: r for r in self._file_rows()}
-        rows: dict[str, FileRow] = {}
-        fresh: dict[str, EvidenceDocument] = {}
-        result = ScanResult(state=self._state)
-        todo = sorted(candidates)
-        for done, rel in enumerate(todo, 1):
-            abs_path = candidates[rel]
-            try:
-                st = abs_path.stat()
-            except OSError:
-                continue  # deleted while scanning: treated as absent
-            old = old_rows.get(rel)
-            if old is not None and old.size == st.st_size and old.mtime_ns == st.st_mtime_ns:
-                rows[rel] = old
+    def evidence_findings(self) -> dict[str, list[Finding]]:
+        """Every evidence path's findings as of the last scan (from the ``files`` table)."""
+        rows = self.backend.reader().execute("SELECT path, findings FROM files ORDER BY path").fetchall()
+        return {str(p): [finding_of(d) for d in json.loads(f)] if f else [] for p, f in rows}
+
+    # -- full-text search ----------------------------------------------------------------------
+
+    def fts_pending(self) -> int:
+        """Contents still waiting for their full-text rows."""
+        return int(self.backend.reader().execute("SELECT COUNT(*) FROM fts_queue").fetchone()[0])
+
+    def build_fts(self, seconds: float | None = None, batch: int = FTS_BATCH) -> bool:
+        """Drain the full-text queue, one small transaction per ``batch`` contents (crash-safe:
+        a batch's rows and its removal from the queue commit together). Currently active
+        contents go first. Stops after ``seconds`` when given; True when the queue is empty.
+        """
+        deadline = None if seconds is None else time.monotonic() + seconds
+        conn = self.backend.writer
+        while True:
+            with self._lock:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    ids = [int(r[0]) for r in conn.execute(
+                        "SELECT q.content_id FROM fts_queue AS q JOIN versions AS v ON v.content_id = q.content_id"
+                        " ORDER BY v.active_to IS NOT NULL, q.content_id LIMIT ?", (batch,)).fetchall()]
+                    if not ids:
+                        conn.execute("DELETE FROM fts_queue")  # entries without a versions row
+                        conn.execute("COMMIT")
+                        return True
+                    rows: list[tuple[int, str]] = []
+                    for cid in ids:
+                        text, front_end = conn.execute(
+                            "SELECT e.text, v.front_end FROM events AS e JOIN versions AS v ON v.content_id = e.seq"
+                            " WHERE e.seq = ?", (cid,)).fetchone()
+                        rows.extend(fts_rows(cid, str(text), int(front_end)))
+                    self.backend.fts_insert(conn, rows)
+                    conn.executemany("DELETE FROM fts_queue WHERE content_id = ?", [(c,) for c in ids])
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+            if deadline is not None and time.monotonic() >= deadline:
+                return self.fts_pending() == 0
+
+    def search(self, query: str, limit: int = 20, any_term: bool = False) -> list[SearchHit]:
+        """Full-text search over the newest snapshot (builds pending FTS rows first); see
+        :meth:`grounding_core.sql_snapshot.SqlSnapshot.search`.
+        """
+        self.build_fts()
+        return self.snapshot().search(query, limit, any_term)
+
+
+def fts_rows(content_id: int, text: str, front_end: int) -> list[tuple[int, str]]:
+    """The FTS rows of one content: its non-blank lines after the front matter (1-based
+    lines below 2**LINE_BITS), keyed ``content_id << LINE_BITS | line``.
+    """
+    from .text import split_lines
+
+    base = content_id << LINE_BITS
+    return [(base | number, line) for number, line in enumerate(split_lines(text), 1)
+            if number > front_end and number <= LINE_MASK and line.strip()]
+
+
+# -- one scan ----------------------------------------------------------------------------------
+
+
+class _Scan:
+    """One scan inside the writer's transaction (see :meth:`Store.scan`)."""
+
+    def __init__(self, store: Store, conn: sqlite3.Connection, config: Config, listing: Listing,
+                 progress: ProgressCallback | None, settle: float) -> None:
+        self.store = store
+        self.settle = settle
+        self.conn = conn
+        self.config = config
+        self.listing = listing
+        self.progress = progress
+        self.settings = store.settings
+        self.result = ScanResult(snapshot=None, full=listing.full)  # type: ignore[arg-type]
+        self.rows: dict[str, FileRow] = {}
+        """Rows after this scan, for every path looked at (absent: the path is gone)."""
+        self.old = _OldRows({}, conn)
+        self.same: set[str] = set()
+        """Paths whose row did not change (kept in ``old``, not copied into ``rows``)."""
+        self.fresh = DocumentCache(FRESH_CHARS)
+        """Documents parsed by this scan's reads, by path (bounded: a cold index of 30,000
+        files re-reads the ones that fell out when it imports them)."""
+        self.fronts: dict[str, tuple[str, int | None, int]] = {}
+        """Per fresh path: (doc_id, declared version, line of the ``version`` key)."""
+        self._by_doc: dict[str, list[FileRow]] | None = None
+        """Rows by doc_id (built on first use, after the reads; reset when a row changes)."""
+
+    # -- file rows -----------------------------------------------------------------------------
+
+    def _load_rows(self) -> None:
+        cols = "path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version, problem, findings"
+        if self.listing.full:  # the stat keys only; a row is read whole when it is needed
+            rows = self.conn.execute("SELECT path, size, mtime_ns, ctime_ns, inode, NULL, NULL, NULL, NULL,"
+                                     " findings, 1 FROM files").fetchall()
+        else:
+            wanted = set(self.listing.candidates) | set(self.listing.refused) | self.listing.gone
+            rows = []
+            for path in sorted(wanted):
+                rows.extend(self.conn.execute(f"SELECT {cols} FROM files WHERE path = ?", (path,)).fetchall())
+            for prefix in sorted(self.listing.gone_prefixes):
+                upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+                rows.extend(self.conn.execute(f"SELECT {cols} FROM files WHERE path >= ? AND path < ?",
+                                              (prefix, upper)).fetchall())
+        self.old = _OldRows({str(r[0]): tuple(r) for r in rows}, self.conn)
+
+    def _read(self, rel: str, candidate: scanning.Candidate) -> None:
+        """Read one changed file into ``self.rows`` / ``self.fresh`` (or report it)."""
+        self.rows.pop(rel, None)
+        self.fresh.discard(rel)
+        self.fronts.pop(rel, None)
+        try:
+            data, key = scanning.read_stable(candidate.path)
+        except FileNotFoundError:
+            return  # deleted between the walk and the read: treated as absent
+        except Unstable:
+            self.result.unstable.append(rel)
+            if rel in self.old:
+                self.same.add(rel)  # keeps what was indexed; read again next scan
+            else:
+                self.rows[rel] = FileRow(rel, -1, 0, 0, 0, "", None, None, None)
+            return
+        except OSError as exc:
+            self.listing.refused[rel] = scanning.file_finding(
+                "unreadable-evidence", f"cannot read the file: {exc.strerror}")
+            return
+        self.result.hashed_bytes += len(data)
+        self.result.changed.append(rel)
+        row, doc = self._parse(rel, data, key)
+        self.rows[rel] = row
+        if doc is not None:
+            self.fresh.put(rel, doc)
+            line = next((i + 1 for i in range(1, max(doc.front.end_line - 1, 1))
+                         if doc.lines[i].startswith("version")), 1)
+            self.fronts[rel] = (doc.doc_id, doc.front.version, line)
+
+    def _parse(self, rel: str, data: bytes, key: StatKey) -> tuple[FileRow, EvidenceDocument | None]:
+        sha = scanning.sha256_hex(data)
+        settings = self.settings
+        size = key.size
+        if key.coarse and key.fresh(scanning.now_ns()):
+            size = -1  # whole-second clock: read again at the next scan (module scan.py)
+        try:
+            doc = parse_evidence_text(rel, decode_evidence(data), sha, settings.separators,
+                                      settings.subject_fields)
+        except EvidenceError as exc:
+            problem: dict[str, Any] = {"name": exc.name, "message": exc.message, "line": exc.line,
+                                       "hint": exc.hint}
+            return FileRow(rel, size, key.mtime_ns, key.ctime_ns, key.inode, sha, None, None, problem), None
+        row = FileRow(rel, size, key.mtime_ns, key.ctime_ns, key.inode, sha, doc.doc_id,
+                      doc.front.version, None)
+        return row, doc
+
+    def _read_changed(self) -> None:
+        """Read every candidate whose stat key changed; fresh files wait to settle (scan.py)."""
+        todo = sorted(self.listing.candidates)
+        waiting: dict[str, scanning.Candidate] = {}
+        done = 0
+
+        def read(rel: str, candidate: scanning.Candidate) -> None:
+            nonlocal done
+            self._read(rel, candidate)
+            done += 1
+            if self.progress is not None:
+                self.progress(done, len(todo), rel)
+
+        now = scanning.now_ns()
+        for rel in todo:
+            candidate = self.listing.candidates[rel]
+            if self.old.matches(rel, candidate.key):
+                self.same.add(rel)
+                done += 1
+            elif candidate.key.fresh(now) and not candidate.key.coarse:
+                waiting[rel] = candidate
+            else:
+                read(rel, candidate)
+        deadline = time.monotonic() + self.settle
+        while waiting:
+            wait = min(max(c.key.settles_at() for c in waiting.values()) - scanning.now_ns(),
+                       scanning.SETTLE_NS)
+            if wait > 0:
+                if time.monotonic() + wait / 1e9 > deadline:
+                    break
+                time.sleep(wait / 1e9)
+            now = scanning.now_ns()
+            for rel, candidate in sorted(waiting.items()):
+                try:
+                    key = StatKey.of(os.stat(candidate.path))
+                except FileNotFoundError:
+                    del waiting[rel]  # deleted meanwhile: absent
+                    continue
+                except OSError:
+                    key = candidate.key
+                if key != candidate.key or key.fresh(now):
+                    waiting[rel] = scanning.Candidate(candidate.path, key)  # changed again: wait
+                    continue
+                del waiting[rel]
+                if self.old.matches(rel, key):
+                    self.same.add(rel)
+                    continue
+                read(rel, scanning.Candidate(candidate.path, key))
+        for rel in sorted(waiting):
+            self.result.unstable.append(rel)
+            if rel in self.old:
+                self.same.add(rel)  # keeps what was indexed; read again next scan
+            else:
+                self.rows[rel] = FileRow(rel, -1, 0, 0, 0, "", None, None, None)
+        for rel, finding in self.listing.refused.items():
+            row = FileRow(rel, -1, 0, 0, 0, "", None, None, finding_dict(finding))
+            old = self.old.get(rel)
+            if old is not None and row.same_file(old):
+                self.same.add(rel)
+            else:
+                self.rows[rel] = row
+
+    def _exists(self, path: str) -> bool:
+        """A files row (not a refused path) exists for ``path`` after this scan."""
+        if path in self.rows:
+            return self.rows[path].read
+        if path in self.same:
+            return self.old[path].read
+        if path in self.old or self.listing.full:
+            return False  # looked at and gone (a full walk looks at every path)
+        row = self.conn.execute("SELECT sha256 FROM files WHERE path = ?", (path,)).fetchone()
+        return row is not None and row[0] != ""
+
+    def _group(self, doc_id: str) -> list[FileRow]:
+        """Every indexable file of ``doc_id`` after this scan: the stored rows (the ``files``
+        table still holds the state before this scan) minus the paths that changed or went
+        away, plus the changed rows.
+        """
+        if self._by_doc is None:
+            self._by_doc = {}
+            for row in self.rows.values():
+                if row.doc_id is not None:
+                    self._by_doc.setdefault(row.doc_id, []).append(row)
+        out: dict[str, FileRow] = {}
+        cols = "path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version, problem, findings"
+        for r in self.conn.execute(f"SELECT {cols} FROM files WHERE doc_id = ?", (doc_id,)).fetchall():
+            path = str(r[0])
+            if path in self.rows:
                 continue
-            try:
-                data = _read_bytes(abs_path)
-            except FileNotFoundError:
-                continue  # deleted between the walk and the read: treated as absent
-            except OSError as exc:
-                refused[rel] = _file_finding("unreadable-evidence", f"cannot read the file: {exc.strerror}")
-                continue
-            result.hashed_bytes += len(data)
-            result.changed.append(rel)
-            row, doc = self._parse_row(rel, data, st, config)
-            rows[rel] = row
+            if path in self.same or (path not in self.old and not self.listing.full):
+                out[path] = self.old[path] if path in self.old else _row(r)
+        for row in self._by_doc.get(doc_id, ()):
+            out[row.path] = row
+        return [r for r in out.values() if r.indexable]
+
+    # -- the scan ------------------------------------------------------------------------------
+
+    def run(self) -> ScanResult:
+        self._load_rows()
+        self._read_changed()
+        removed = [p for p in self.old if p not in self.rows and p not in self.same]
+        if not self.listing.full:
+            removed = [p for p in removed if p in self.listing.gone
+                       or any(p.startswith(pre) for pre in self.listing.gone_prefixes)]
+        touched = [p for p, row in self.rows.items() if not row.same_file(self.old.get(p))]
+        affected: set[str] = set()
+        for path in [*removed, *touched]:
+            for row in (self.old.get(path), self.rows.get(path)):
+                if row is not None and row.doc_id is not None:
+                    affected.add(row.doc_id)
+        full = self.conn.execute("SELECT value FROM meta WHERE key = 'full_reconcile'").fetchone()
+        if full is not None:
+            affected.update(str(r[0]) for r in self.conn.execute("SELECT DISTINCT doc_id FROM versions"))
+            affected.update(r.doc_id for r in self.rows.values() if r.doc_id is not None)
+            affected.update(str(r[0]) for r in self.conn.execute(
+                "SELECT DISTINCT doc_id FROM files WHERE doc_id IS NOT NULL"))
+        view = _WriterView(self.store, self.conn)
+        self._refuse_lowered_versions(view, affected)
+        groups = {d: self._group(d) for d in sorted(affected)}
+        chosen: dict[tuple[str, int | None], str] = {}
+        group_findings: dict[str, list[Finding]] = {}
+        for doc_id, group in groups.items():
+            picked, dups = scanning.choose(doc_id, group, self.config.evidence_display)
+            chosen.update({(doc_id, v): p for v, p in picked.items()})
+            for path, fs in dups.items():
+                group_findings.setdefault(path, []).extend(fs)
+        deriver = Deriver(self.conn, self.store.backend, self.settings)
+        for pending, doc in self._reconcile(view, chosen, affected):
+            (event,) = self.store._append(self.conn, [pending])
+            deriver.apply(event, doc)
             if doc is not None:
-                fresh[rel] = doc
-            if progress is not None:
-                progress(done, len(todo), rel)
-        self._refuse_lowered_versions(rows, fresh)
-        # rows for files that vanished are dropped; their versions are revoked below. Only
-        # rows that differ are written: the table ends up holding exactly ``rows``.
-        self._conn.executemany("DELETE FROM files WHERE path = ?",
-                               [(rel,) for rel in old_rows if rel not in rows])
-        self._conn.executemany(
-            "INSERT OR REPLACE INTO files"
-            " (path, size, mtime_ns, sha256, doc_id, declared_version, problem)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(r.path, r.size, r.mtime_ns, r.sha256, r.doc_id, r.declared_version,
-              json.dumps(r.problem, ensure_ascii=False) if r.problem else None)
-             for rel, r in rows.items() if old_rows.get(rel) != r],
-        )
-        findings: dict[str, list[Finding]] = {rel: [] for rel in rows}
-        for rel, finding in refused.items():
-            findings.setdefault(rel, []).append(finding)
-        for rel, row in rows.items():
-            if row.problem:
-                findings[rel].append(_finding_from_problem(row.problem))
-        chosen = self._choose(rows, findings, config)
-        pending = self._reconcile(chosen, rows, fresh, candidates, config)
-        result.events = self._append(pending)
-        state_after = self._state.apply(result.events)
+                self.store.documents.put(event.seq, doc)
+            # the text is in the log; a scan result does not keep a corpus-sized copy of it
+            self.result.events.append(replace(event, text=""))
+        deriver.flush()
+        after = _WriterView(self.store, self.conn)
         for (doc_id, declared), rel in chosen.items():
-            record = state_after.record(doc_id, declared) if declared is not None else None
-            if record is not None and record.previous_shas and record.declared:
-                findings[rel].append(Finding(
+            record = after.record(doc_id, declared) if declared is not None else None
+            if record is not None and record.declared and record.sha256 != record.first_sha256:
+                group_findings.setdefault(rel, []).append(Finding(
                     "version-reuse", Span(0, 0, 0, 3),
                     f"the content of {doc_id}@{declared} changed but its declared version did not;"
-                    f" citations pinned to the old hash ({record.previous_shas[-1][:12]}) now fail",
-                    hint="Raise 'version' in the front matter whenever the content changes.",
+                    f" citations pinned to its original hash ({record.first_sha256[:12]}) now fail",
+                    hint="Raise 'version' in the front matter whenever the content changes; restoring"
+                    " the original content removes this warning.",
                 ))
-        result.evidence = findings
-        return result
+        self._write_rows(removed, touched, groups, group_findings)
+        if full is not None:
+            self.conn.execute("DELETE FROM meta WHERE key = 'full_reconcile'")
+        return self.result
 
-    def _refuse_lowered_versions(
-        self, rows: dict[str, FileRow], fresh: dict[str, EvidenceDocument]
-    ) -> None:
+    def _refuse_lowered_versions(self, view: _WriterView, affected: set[str]) -> None:
         """A file may not lower its declared version (docs/decisions.md, Index).
 
         When a re-read file declares version N of a doc_id whose newest known version M > N
-        was imported from this same path, and no file declares M any more, the file is
-        ``invalid-front-matter`` and not indexed (so M is revoked like any version whose
-        front matter broke). Archives that declare older versions in other files are fine.
+        was imported from that same file, and no file declares M any more (the writer lowered
+        the number, or checked out an older copy), the file is ``invalid-front-matter`` and
+        not indexed (so M is revoked like any version whose front matter broke). Archives
+        that declare older versions in other files are fine.
         """
-        declared = {(r.doc_id, r.declared_version) for r in rows.values()
-                    if r.problem is None and r.doc_id is not None}
-        for rel, doc in list(fresh.items()):
-            wanted = doc.front.version
-            newest = self._state.newest(doc.doc_id)
-            if (wanted is None or newest is None or newest.version <= wanted
-                    or newest.path != rel or (doc.doc_id, newest.version) in declared):
+        for rel, (doc_id, wanted, line) in sorted(self.fronts.items()):
+            if wanted is None:
                 continue
-            line = next((i + 1 for i in range(1, max(doc.front.end_line - 1, 1))
-                         if doc.lines[i].startswith("version")), 1)
-            problem: dict[str, object] = {
+            newest = view.newest(doc_id)
+            if newest is None or newest.version <= wanted or newest.path != rel:
+                continue
+            declared = {r.declared_version for r in self._group(doc_id)}
+            if newest.version in declared:
+                continue
+            problem: dict[str, Any] = {
                 "name": "invalid-front-matter",
                 "message": f"version: {wanted} is lower than version {newest.version} of"
-                f" {doc.doc_id!r}, which the index already holds from this file; a document's"
+                f" {doc_id!r}, which the index already holds from this file; a document's"
                 " versions only go up, so this file is not indexed",
                 "line": line,
                 "hint": f"Declare version {newest.version + 1} (or higher) to publish this"
                 " content; to keep an older version, archive it in another file.",
             }
-            row = rows[rel]
-            rows[rel] = FileRow(row.path, row.size, row.mtime_ns, row.sha256, None, None, problem)
-            del fresh[rel]
+            row = self.rows[rel]
+            self.rows[rel] = FileRow(row.path, row.size, row.mtime_ns, row.ctime_ns, row.inode,
+                                     row.sha256, None, None, problem)
+            self._by_doc = None
+            self.fresh.discard(rel)
+            del self.fronts[rel]
+            affected.add(doc_id)
 
-    def _parse_row(
-        self, rel: str, data: bytes, st: os.stat_result, config: Config
-    ) -> tuple[FileRow, EvidenceDocument | None]:
-        sha = hashlib.sha256(data).hexdigest()
-        try:  # parse_evidence() minus hashing the bytes a second time
-            doc = parse_evidence_text(rel, decode_evidence(data), sha, config.field_separators,
-                                      config.subject_fields)
-        except EvidenceError as exc:
-            problem: dict[str, object] = {"name": exc.name, "message": exc.message,
-                                          "line": exc.line, "hint": exc.hint}
-            return FileRow(rel, st.st_size, st.st_mtime_ns, sha, None, None, problem), None
-        row = FileRow(rel, st.st_size, st.st_mtime_ns, sha, doc.doc_id, doc.front.version, None)
-        return row, doc
-
-    def _choose(
-        self, rows: dict[str, FileRow], findings: dict[str, list[Finding]], config: Config
-    ) -> dict[tuple[str, int | None], str]:
-        """SPEC §3 duplicate rule -> {(doc_id, declared version or None): path}."""
-        groups: dict[str, list[FileRow]] = {}
-        for row in rows.values():
-            if row.doc_id is not None and row.problem is None:
-                groups.setdefault(row.doc_id, []).append(row)
-        chosen: dict[tuple[str, int | None], str] = {}
-        ev = config.evidence_display
-        for doc_id, group in groups.items():
-            group.sort(key=lambda r: r.path)
-            if len(group) == 1:
-                chosen[(doc_id, group[0].declared_version)] = group[0].path
-                continue
-            if any(r.declared_version is None for r in group):
-                dup_sets = [group]
-            else:
-                by_version: dict[int | None, list[FileRow]] = {}
-                for r in group:
-                    by_version.setdefault(r.declared_version, []).append(r)
-                dup_sets = []
-                for version, same in by_version.items():
-                    if len(same) == 1:
-                        chosen[(doc_id, version)] = same[0].path
-                    else:
-                        dup_sets.append(same)
-            for same in dup_sets:
-                first = same[0]
-                chosen[(doc_id, first.declared_version)] = first.path
-                for r in same:
-                    others = [o for o in same if o is not r]
-                    kept = "this file is indexed" if r is first else f"only {ev(first.path)} is indexed"
-                    findings[r.path].append(Finding(
-                        "duplicate-doc-id", Span(0, 0, 0, 3),
-                        f"doc_id {doc_id!r} is also claimed by "
-                        + ", ".join(ev(o.path) for o in others)
-                        + f" without distinct declared versions; {kept}",
-                        hint="Give each file its own doc_id, or declare distinct 'version' values.",
-                        related=tuple(Location(ev(o.path), 1) for o in others),
-                    ))
-        return chosen
-
-    def _reconcile(
-        self,
-        chosen: dict[tuple[str, int | None], str],
-        rows: dict[str, FileRow],
-        fresh: dict[str, EvidenceDocument],
-        candidates: dict[str, Path],
-        config: Config,
-    ) -> list[Event]:
-        state = self._state
-        events: list[Event] = []
+    def _reconcile(self, view: _WriterView, chosen: dict[tuple[str, int | None], str],
+                   affected: set[str]) -> Iterator[tuple[Event, EvidenceDocument | None]]:
+        """The events that make the affected doc_ids match their chosen files (SPEC §3), each
+        with the document an import brings, decided against ``view`` (the index before the
+        scan, which the events appended meanwhile do not change). A generator: the caller
+        appends and derives each event before the next text is read (bounded memory).
+        """
         targeted: set[tuple[str, int]] = set()
-        settings = self.cache.settings
-        same_parse = (tuple(config.field_separators) == settings.separators
-                      and tuple(config.subject_fields) == settings.subject_fields)
         for (doc_id, declared), rel in sorted(chosen.items(), key=lambda kv: kv[1]):
-            row = rows[rel]
+            row = self.rows.get(rel) or next(r for r in self._group(doc_id) if r.path == rel)
             if declared is not None:
                 version = declared
-                current = state.record(doc_id, version)
+                current = view.record(doc_id, version)
             else:
-                current = state.newest(doc_id)
+                current = view.newest(doc_id)
                 version = current.version if current is not None else 1
                 if current is not None and current.sha256 != row.sha256:
                     targeted.add((doc_id, current.version))  # superseded, not deleted
@@ -473,232 +652,171 @@ class Store:
             if current is not None and current.sha256 == row.sha256 and current.path == rel:
                 if not current.revoked or current.reason == "status: revoked":
                     continue
-            doc = fresh.get(rel)
-            if doc is None:
-                try:
-                    doc = parse_evidence(rel, _read_bytes(candidates[rel]), config.field_separators,
-                                         config.subject_fields)
-                except (OSError, EvidenceError):
+            doc = self.fresh.get(rel)
+            if doc is None or doc.sha256 != row.sha256:
+                doc = self._reread(rel, row)
+                if doc is None:
                     continue
-            events.append(Event(0, "import", doc_id, version, doc.sha256, rel, doc.text,
-                                declared is not None))
-            if same_parse:  # the state would parse this text again, to the same document
-                self.cache.docs.setdefault((doc_id, doc.sha256, rel), doc)
+            yield Event(0, "import", doc_id, version, doc.sha256, rel, doc.text, declared is not None), doc
             if doc.front.status == "revoked":
-                events.append(Event(0, "revoke", doc_id, version, reason="status: revoked"))
-        for doc_id in state.doc_ids():
-            versions = state.versions(doc_id)
+                yield Event(0, "revoke", doc_id, version, reason="status: revoked"), None
+        for doc_id in sorted(affected):
+            versions = view.versions(doc_id)
+            if not versions:
+                continue
             newest = max(versions)
-            for version, record in versions.items():
+            for version, record in sorted(versions.items()):
                 if record.revoked or (doc_id, version) in targeted:
                     continue
                 if not record.declared and version != newest:
                     continue  # an older automatic version, superseded, not deleted
-                gone = record.path not in rows
-                reason = "deleted" if gone else "no longer indexed from " + record.path
-                events.append(Event(0, "revoke", doc_id, version, reason=reason))
-        return events
+                reason = "no longer indexed from " + record.path if self._exists(record.path) else "deleted"
+                yield Event(0, "revoke", doc_id, version, reason=reason), None
 
-    def _file_rows(self) -> list[FileRow]:
-        rows = self._conn.execute(
-            "SELECT path, size, mtime_ns, sha256, doc_id, declared_version, problem FROM files"
-        ).fetchall()
-        return [FileRow(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]) if r[6] else None)
-                for r in rows]
+    def _reread(self, rel: str, row: FileRow) -> EvidenceDocument | None:
+        """An unchanged file's document, read again (a version to re-import)."""
+        path = self.config.evidence_root / rel
+        try:
+            data, _key = scanning.read_stable(path)
+        except (OSError, Unstable):
+            return None
+        if scanning.sha256_hex(data) != row.sha256:
+            return None  # changed since: the next scan sees it
+        try:
+            return parse_evidence_text(rel, decode_evidence(data), row.sha256, self.settings.separators,
+                                       self.settings.subject_fields)
+        except EvidenceError:
+            return None
 
-    # -- full-text search -------------------------------------------------------------------
-
-    def _refresh_fts(self, state: IndexState, doc_ids: Iterable[str]) -> None:
-        """Replace the FTS rows of ``doc_ids`` with their newest versions' lines in ``state``.
-
-        Call inside the scan's transaction (see :meth:`scan`). A document's rows get
-        consecutive rowids, recorded in ``fts_docs``, so removing them is a rowid-range delete
-        (a ``doc_id`` filter would scan the whole table: quadratic over a cold index).
-        """
-        conn = self._conn
-        last = conn.execute("SELECT rowid FROM lines_fts ORDER BY rowid DESC LIMIT 1").fetchone()
-        next_rowid = (int(last[0]) if last else 0) + 1
-        for doc_id in doc_ids:
-            old = conn.execute("SELECT first_rowid, last_rowid FROM fts_docs WHERE doc_id = ?",
-                               (doc_id,)).fetchone()
-            if old is not None:
-                conn.execute("DELETE FROM lines_fts WHERE rowid BETWEEN ? AND ?", old)
-                conn.execute("DELETE FROM fts_docs WHERE doc_id = ?", (doc_id,))
-            newest = state.newest(doc_id)
-            if newest is None:
-                continue
-            doc = state.document(newest)
-            rows = [(text, doc_id, newest.version, i) for i, text in enumerate(doc.lines, 1)
-                    if text.strip() and not doc.is_front_matter_line(i)]
-            if not rows:
-                continue
-            conn.executemany(
-                "INSERT INTO lines_fts (rowid, text, doc_id, version, line) VALUES (?, ?, ?, ?, ?)",
-                [(next_rowid + k, *row) for k, row in enumerate(rows)],
-            )
-            conn.execute("INSERT INTO fts_docs (doc_id, first_rowid, last_rowid) VALUES (?, ?, ?)",
-                         (doc_id, next_rowid, next_rowid + len(rows) - 1))
-            next_rowid += len(rows)
-
-    def _upgrade_fts(self) -> None:
-        """Rebuild the FTS rows once for an index written before ``fts_docs`` existed."""
-        with self._lock:
-            if self._conn.execute("PRAGMA user_version").fetchone()[0] >= FTS_LAYOUT:
-                return
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                if self._conn.execute("PRAGMA user_version").fetchone()[0] < FTS_LAYOUT:
-                    self._catch_up()
-                    if self._conn.execute("SELECT 1 FROM lines_fts LIMIT 1").fetchone():
-                        self._conn.execute("DELETE FROM lines_fts")
-                        self._conn.execute("DELETE FROM fts_docs")
-                        self._refresh_fts(self._state, self._state.doc_ids())
-                    self._conn.execute(f"PRAGMA user_version = {FTS_LAYOUT}")
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-
-    def search(self, query: str, limit: int = 20, any_term: bool = False) -> list[SearchHit]:
-        """FTS5 trigram search over the newest versions' lines, best first.
-
-        Each whitespace-separated term must occur (``any_term``: at least one term, ranked by
-        how many of the query's trigrams a line holds, which suits CJK questions without
-        spaces). Terms shorter than 3 code points cannot use the trigram index; when every
-        term is that short the search falls back to a substring scan (``instr``). ``rank`` is
-        bm25 (lower is better). Returns at most ``limit`` hits.
-        """
-        terms = [t for t in query.split() if t]
-        if not terms:
-            return []
-        long_terms = [t for t in terms if len(t) >= 3]
-        short_terms = [t for t in terms if len(t) < 3]
-        rows: list[tuple[str, int, int, str, float]] = []
-        with self._lock:
-            if long_terms and (any_term or not short_terms):
-                if any_term:
-                    grams = sorted({t[i:i + 3] for t in long_terms for i in range(len(t) - 2)})
-                    match = " OR ".join(_fts_string(g) for g in grams)
-                else:
-                    match = " AND ".join(_fts_string(t) for t in long_terms)
-                rows.extend(self._conn.execute(
-                    "SELECT doc_id, version, line, text, bm25(lines_fts) FROM lines_fts"
-                    " WHERE lines_fts MATCH ? ORDER BY bm25(lines_fts), doc_id, line LIMIT ?",
-                    (match, limit),
-                ).fetchall())
-            if short_terms and (any_term or not long_terms):
-                # too short for trigrams: substring scan, ranked by how many terms a line holds
-                joiner = " OR " if any_term else " AND "
-                # instr(), not LIKE: FTS5's trigram LIKE matches nothing below 3 characters
-                like = joiner.join("instr(text, ?) > 0" for _ in short_terms)
-                hits = " + ".join("(instr(text, ?) > 0)" for _ in short_terms)
-                patterns = list(short_terms)
-                rows.extend(self._conn.execute(
-                    f"SELECT doc_id, version, line, text, -1.0 * ({hits}) AS score FROM lines_fts"
-                    f" WHERE {like} ORDER BY score, doc_id, line LIMIT ?",
-                    (*patterns, *patterns, limit),
-                ).fetchall())
-        best: dict[tuple[str, int], tuple[str, int, int, str, float]] = {}
-        for row in rows:
-            key = (row[0], int(row[2]))
-            if key not in best or float(row[4]) < float(best[key][4]):
-                best[key] = row
-        rows = sorted(best.values(), key=lambda r: (float(r[4]), r[0], int(r[2])))[:limit]
-        return [SearchHit(r[0], int(r[1]), int(r[2]), r[3], float(r[4])) for r in rows]
-
-
-def _fts_string(term: str) -> str:
-    return '"' + term.replace('"', '""') + '"'
-
-
-def walk_evidence(config: Config) -> tuple[dict[str, Path], dict[str, Finding]]:
-    """List evidence files (SPEC §2): ``{rel_path: absolute path}`` plus refused paths.
-
-    ``.git`` and ``.grounding`` are never walked; symlinked folders are not followed; a
-    symlink to a file inside the root is indexed once under its target; a symlink whose
-    target is outside the evidence root (or loops) is refused with ``unreadable-evidence``
-    and never read. Files reached twice (hard links) are indexed once, under the path that
-    sorts first.
-    """
-    root = config.evidence_root
-    root_len = len(str(root))
-    found: dict[str, Path] = {}
-    refused: dict[str, Finding] = {}
-    inodes: dict[tuple[int, int], str] = {}
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if d not in (".git", ".grounding"))
-        # string paths and one lstat per plain file: pathlib costs more than the walk itself
-        folder = Path(dirpath)
-        prefix = dirpath[root_len:].lstrip(os.sep).replace(os.sep, "/")
-        prefix = prefix + "/" if prefix else ""
-        for name in sorted(filenames):
-            rel = prefix + name
-            if not config.evidence_matches(rel):
-                continue
-            try:
-                lst = os.lstat(os.path.join(dirpath, name))
-            except OSError:
-                continue
-            full = target = folder / name
-            if not stat_mod.S_ISLNK(lst.st_mode):
-                st = lst
+    def _write_rows(self, removed: list[str], touched: list[str], groups: dict[str, list[FileRow]],
+                    group_findings: dict[str, list[Finding]]) -> None:
+        """Store rows and findings; fill ``evidence`` and ``findings_changed``."""
+        conn = self.conn
+        result = self.result
+        if removed:
+            conn.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in removed])
+            result.findings_changed.extend(p for p in removed if self.old[p].findings)
+        group_rows = {r.path: r for g in groups.values() for r in g}
+        recompute = set(touched) | set(group_rows)
+        recompute |= {p for p in self.rows if p not in self.old} | set(result.unstable)
+        writes: list[FileRow] = []
+        for path in sorted(recompute):
+            row = self.rows.get(path)
+            if row is None:
+                row = self.old[path] if path in self.old else group_rows.get(path)
+                if row is None:
+                    continue
+            findings: list[Finding] = []
+            if row.problem:
+                findings.append(finding_of(row.problem))
+            if path in result.unstable:
+                findings.append(scanning.file_finding(
+                    "unreadable-evidence",
+                    "the file changed while it was read; it was not indexed from that read and is"
+                    " read again once it is stable",
+                    "Wait for the program writing it to finish; nothing else is affected."))
+            findings.extend(group_findings.get(path, ()))
+            stored = tuple(finding_dict(f) for f in findings)
+            old = self.old.get(path)
+            if old is None and not self.listing.full:
+                prev = conn.execute("SELECT findings FROM files WHERE path = ?", (path,)).fetchone()
+                before: tuple[dict[str, Any], ...] = tuple(json.loads(prev[0])) if prev and prev[0] else ()
             else:
-                try:
-                    target = Path(os.path.realpath(full, strict=True))
-                except OSError:
-                    refused[rel] = _file_finding(
-                        "unreadable-evidence", "symlink is broken or loops; not read")
-                    continue
-                if not target.is_relative_to(root):
-                    refused[rel] = _file_finding(
-                        "unreadable-evidence",
-                        f"symlink points outside the evidence root ({target}); refused, never read",
-                        "Copy the document into the evidence folder instead of linking to it.")
-                    continue
-                rel_target = target.relative_to(root).as_posix()
-                if any(part in (".git", ".grounding") for part in rel_target.split("/")):
-                    continue
-                rel = rel_target
-                try:
-                    st = target.stat()
-                except OSError:
-                    continue
-            if not stat_mod.S_ISREG(st.st_mode):
-                continue
-            key = (st.st_dev, st.st_ino)
-            if key in inodes and inodes[key] != rel:
-                if rel < inodes[key]:
-                    del found[inodes[key]]
-                else:
-                    continue
-            inodes[key] = rel
-            found[rel] = target
-    return found, refused
+                before = old.findings if old is not None else ()
+            new_row = FileRow(row.path, row.size, row.mtime_ns, row.ctime_ns, row.inode, row.sha256,
+                              row.doc_id, row.declared_version, row.problem, stored)
+            if stored != before:
+                result.findings_changed.append(path)
+            if not new_row.same_file(old) or stored != before:
+                writes.append(new_row)
+            self.rows[path] = new_row
+        conn.executemany(
+            "INSERT INTO files (path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version,"
+            " problem, findings) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns,"
+            " ctime_ns = excluded.ctime_ns, inode = excluded.inode, sha256 = excluded.sha256,"
+            " doc_id = excluded.doc_id, declared_version = excluded.declared_version,"
+            " problem = excluded.problem, findings = excluded.findings",
+            [(r.path, r.size, r.mtime_ns, r.ctime_ns, r.inode, r.sha256, r.doc_id, r.declared_version,
+              json.dumps(r.problem, ensure_ascii=False) if r.problem else None,
+              json.dumps(list(r.findings), ensure_ascii=False) if r.findings else None) for r in writes])
+        changed_findings = set(result.findings_changed)
+        paths = set(self.rows) | self.same
+        if not self.listing.full:
+            paths = {p for p in paths if p in self.listing.candidates or p in self.listing.refused
+                     or p in changed_findings}
+        evidence: dict[str, list[Finding]] = {}
+        for path in sorted(paths):
+            row = self.rows.get(path)
+            evidence[path] = ([finding_of(d) for d in row.findings] if row is not None
+                              else self.old.findings(path))
+        result.evidence = evidence
+        result.findings_changed.sort()
 
 
-def _read_bytes(path: Path) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read()
+class _OldRows(Mapping[str, FileRow]):
+    """The ``files`` rows a scan started from, converted to :class:`FileRow` only when asked
+    (a warm full walk of 30,000 unchanged files compares stat keys and builds no objects).
+    """
+
+    def __init__(self, raw: dict[str, tuple[Any, ...]], conn: sqlite3.Connection | None = None) -> None:
+        self._raw = raw
+        self._conn = conn
+        self._rows: dict[str, FileRow] = {}
+
+    def __getitem__(self, path: str) -> FileRow:
+        row = self._rows.get(path)
+        if row is None:
+            raw = self._raw[path]
+            if len(raw) > 10 and self._conn is not None:  # loaded as a stat key only
+                raw = self._conn.execute(
+                    "SELECT path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version, problem,"
+                    " findings FROM files WHERE path = ?", (path,)).fetchone()
+            row = self._rows[path] = _row(raw)
+        return row
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._raw
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def matches(self, path: str, key: StatKey) -> bool:
+        """The row of ``path`` has this stat key (and is not marked for re-reading)."""
+        raw = self._raw.get(path)
+        return raw is not None and raw[1] >= 0 and (raw[1], raw[2], raw[3], raw[4]) == (
+            key.size, key.mtime_ns, key.ctime_ns, key.inode)
+
+    def findings(self, path: str) -> list[Finding]:
+        raw = self._raw[path][9]
+        return [finding_of(d) for d in json.loads(raw)] if raw else []
 
 
-def _file_finding(name: str, message: str, hint: str = "") -> Finding:
-    return Finding(name, Span(0, 0, 0, 0), message, hint=hint)
+def _row(r: tuple[Any, ...]) -> FileRow:
+    return FileRow(str(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), str(r[5]),
+                   None if r[6] is None else str(r[6]), None if r[7] is None else int(r[7]),
+                   json.loads(r[8]) if r[8] else None, tuple(json.loads(r[9])) if r[9] else ())
 
 
-def _finding_from_problem(problem: dict[str, object]) -> Finding:
-    line = int(str(problem.get("line", 1)))
-    return Finding(str(problem["name"]), Span(max(line - 1, 0), 0, max(line - 1, 0), 0),
-                   str(problem["message"]), hint=str(problem.get("hint", "")))
+class _WriterView(SqlSnapshot):
+    """The index as the scan's own transaction sees it (uncommitted events included)."""
 
+    def __init__(self, store: Store, conn: sqlite3.Connection) -> None:
+        seq = int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
+        super().__init__(store, seq)
+        self._writer = conn
 
-def _event(row: Sequence[object]) -> Event:
-    return Event(
-        seq=int(str(row[0])), kind="import" if row[1] == "import" else "revoke",
-        doc_id=str(row[2]), version=int(str(row[3])), sha256=str(row[4]), path=str(row[5]),
-        text=str(row[6]), declared=bool(row[7]), reason=str(row[8]),
-    )
+    def _conn(self) -> sqlite3.Connection:
+        return self._writer
 
 
 def record_location(config: Config, record: VersionRecord, line: int) -> Location:
     """Where a version's line lives, relative to the workspace root (for related info)."""
     return Location(config.evidence_display(record.path), line)
+
+
+__all__ = ["IndexError_", "ProgressCallback", "ScanResult", "Store", "event_of", "fts_rows",
+           "record_location", "walk_evidence"]

@@ -1,24 +1,26 @@
-"""Checking a parsed draft against an index state (SPEC §6, §7).
+"""Checking a parsed draft against an index snapshot (SPEC §6, §7).
 
-``check_draft`` is pure: same inputs, same report. It never reads files itself: a context
-log is read through the ``read_text`` callback the caller passes (CLI and server read
-relative to the workspace root), and a compiled ``query`` context through ``compile_query``.
+A check is ``check_draft(draft, snapshot, config, today, context=...)``: the draft, one frozen
+:class:`~grounding_core.index.IndexSnapshot`, the resolved context X (:func:`resolve_context`:
+units, a context log read through the caller's ``read_text``, or a ``query`` compiled against
+the *same* snapshot, so ``--at N`` is exact) and the policy (``config``: strict mode, meta
+fields, separators, the token encoding). It is pure: same inputs, same report; it never
+reads files and never calls back into the store. Every index read is an indexed lookup whose
+cost follows the draft (its citations and checked keys), never the corpus.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .budget import output_tokens, render_answer_wire
 from .config import Config
-from .conflicts import GateResult, check_keys
+from .conflicts import Conflict, GateResult, check_keys
 from .drafts import ContextSpec, ContextUnitSpec, ParsedDraft, parse_context_log
 from .evidence import EvidenceDocument, parse_field_line, split_marker
-from .model import FIRST_LINE, Claim, DraftReport, Edit, Finding, Location, Span, Status
-from .state import IndexState, VersionRecord
+from .index import ConflictKey, IndexSnapshot, VersionRecord
+from .model import FIRST_LINE, Claim, DraftReport, Edit, FieldLine, Finding, Location, Span, Status
 from .text import (
     describe_difference,
     has_letter_or_digit,
@@ -32,7 +34,8 @@ ReadText = Callable[[str], str | None]
 """Reads a file relative to the workspace root; None when it does not exist."""
 
 CompileQuery = Callable[[ContextSpec, ParsedDraft], "Visibility"]
-"""Compiles a ``{query, limit, reserve}`` context into the visible set (SPEC §8)."""
+"""Compiles a ``{query, limit, reserve}`` context into the visible set (SPEC §8); a caller
+that passes one takes over the compilation (it must use the check's snapshot)."""
 
 
 @dataclass
@@ -43,6 +46,9 @@ class Visibility:
     ranges: dict[tuple[str, int], list[tuple[int, int]]] = field(default_factory=dict)
     texts: dict[tuple[str, int], set[str]] = field(default_factory=dict)
     input_tokens: int | None = None
+    complete: bool = True
+    """False when a compiled context ranked an index whose full-text rows were still being
+    built ("still indexing": a later check may see more)."""
 
     def add(self, unit: ContextUnitSpec) -> None:
         key = (unit.doc_id, unit.version)
@@ -77,40 +83,90 @@ class _ClaimResult:
     valid: bool = False
 
 
+@dataclass
+class ResolvedContext:
+    """The context X of one draft (SPEC §6) and the findings resolving it produced
+    (``context-undeclared``, ``invalid-context``). ``visibility`` None: no context declared,
+    visibility is not checked.
+    """
+
+    visibility: Visibility | None
+    findings: list[Finding] = field(default_factory=list)
+
+
+def resolve_context(
+    draft: ParsedDraft,
+    snapshot: IndexSnapshot,
+    config: Config,
+    today: dt.date,
+    read_text: ReadText | None = None,
+    compile_query: CompileQuery | None = None,
+) -> ResolvedContext:
+    """SPEC §6: a draft's declared context -> X. A context log is read with ``read_text``
+    (relative to the workspace root); a ``query`` context is compiled against ``snapshot``
+    (SPEC §8), the snapshot the check reads, unless ``compile_query`` is given.
+    """
+    findings: list[Finding] = []
+    if compile_query is None:
+        def compile_query(spec: ContextSpec, parsed: ParsedDraft) -> Visibility:
+            from .context import compile_context
+
+            return compile_context(snapshot, config, spec, parsed.question or "", today).visibility()
+    visibility = _resolve_context(draft, findings, read_text, compile_query)
+    return ResolvedContext(visibility, findings)
+
+
 def check_draft(
     draft: ParsedDraft,
-    state: IndexState,
+    snapshot: IndexSnapshot,
     config: Config,
     today: dt.date,
     path: str = "",
     read_text: ReadText | None = None,
     compile_query: CompileQuery | None = None,
+    *,
+    context: ResolvedContext | None = None,
+    count_output: bool = False,
 ) -> DraftReport:
     """Run every SPEC §7 check on one draft; returns findings, status and coverage (§7.5).
 
-    ``path`` is the draft path relative to the workspace root (used in the report only).
-    Never raises for bad drafts: problems are findings.
+    ``snapshot`` is the index the check reads (``replay(n)``; only it). ``context`` is the
+    resolved X (:func:`resolve_context`); without it the context is resolved here with
+    ``read_text``/``compile_query``. ``path`` is the draft path relative to the workspace
+    root (used in the report only). Output tokens (SPEC §8) are counted when the draft
+    declares a budget (``limit``/``reserve`` or a ``query`` context) or ``count_output`` is
+    set: loading the tokenizer costs about a second per process. Never raises for bad
+    drafts: problems are findings.
     """
-    findings: list[Finding] = list(draft.findings)
-    visibility = _resolve_context(draft, findings, read_text, compile_query)
-    results = [_check_claim(c, state, config, today, visibility, findings) for c in draft.claims]
+    with snapshot.reading():
+        if context is None:
+            context = resolve_context(draft, snapshot, config, today, read_text, compile_query)
+        return _check(draft, snapshot, config, today, path, context, count_output)
+
+
+def _check(draft: ParsedDraft, snapshot: IndexSnapshot, config: Config, today: dt.date, path: str,
+           context: ResolvedContext, count_output: bool) -> DraftReport:
+    findings: list[Finding] = [*draft.findings, *context.findings]
+    visibility = context.visibility
+    results = [_check_claim(c, snapshot, config, today, visibility, findings) for c in draft.claims]
     for r in results:
         if r.supported and r.field is not None and not r.meta and r.value is not None:
             _claim_value(r, findings)
     required = _unique([name for name, _ in draft.fields])
-    gate = _gate(draft, results, required, state, today, findings, config)
-    _uncited(draft, state, config, today, findings)
+    keys = _checked_keys(draft, results, required, snapshot, today)
+    gate = _gate(draft, results, keys, snapshot, today, findings, config)
+    _uncited(draft, snapshot, config, today, findings)
 
     valid = [r for r in results if r.valid]
     covered = _unique([r.field for r in valid if r.field is not None])
     missing = [f for f in required if f not in covered]
-    known_fields = set(state.field_names(today))
     for name, span in draft.fields:
         if name in missing and not any(c.field == name for c in gate.conflicts):
-            findings.append(_missing_field(name, span, results, known_fields))
+            findings.append(_missing_field(name, span, results, snapshot, today))
     status = _status(gate, valid, missing)
-    coverage = _coverage(draft, results, required, state, today)
-    tokens, reserve = _output_budget(draft, valid, status, missing, visibility, config, findings)
+    coverage = _coverage(results, keys.required, gate)
+    tokens, reserve = _output_budget(draft, valid, status, missing, visibility, config, findings,
+                                     count_output)
     if draft.declared_status is not None and draft.declared_status != status.value:
         findings.append(Finding(
             "status-mismatch", draft.declared_status_span,
@@ -127,14 +183,16 @@ def check_draft(
     return DraftReport(
         path=path, status=status, required_fields=required, covered_fields=covered,
         missing_fields=missing, field_completeness=not missing, coverage=coverage,
-        same_key_sources_checked=len(gate.lines_read),
+        same_key_sources_checked=gate.lines_checked,
         findings=_sorted_unique(findings), valid_claims=[r.claim for r in valid],
         claims=list(draft.claims), output_tokens=tokens, output_reserve=reserve,
         wire_claims=[_wire_claim(r) for r in valid],
+        index_complete=visibility.complete if visibility is not None else True,
     )
 
 
-def _missing_field(name: str, span: Span, results: list[_ClaimResult], known: set[str]) -> Finding:
+def _missing_field(name: str, span: Span, results: list[_ClaimResult], snapshot: IndexSnapshot,
+                   today: dt.date) -> Finding:
     """GR109, saying why: an invalid citation of the field, an unknown field name, or none."""
     invalid = [r for r in results if r.field == name and not r.valid]
     if invalid:
@@ -144,8 +202,8 @@ def _missing_field(name: str, span: Span, results: list[_ClaimResult], known: se
             f"required field '{name}' is covered by no valid claim: the citation on line {line}"
             " states it but is not valid",
             hint=f"Fix the error reported on line {line}; this warning goes with it.")
-    if name not in known:
-        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.5)
+    if not snapshot.has_field(name, today):
+        close = snapshot.similar_field_names(name, today, n=1)
         return Finding(
             "missing-field", span,
             f"required field '{name}' is covered by no valid claim, and no active evidence line has"
@@ -174,10 +232,11 @@ def _wire_claim(r: _ClaimResult) -> dict[str, object]:
 
 def _output_budget(draft: ParsedDraft, valid: list[_ClaimResult], status: Status,
                    missing: list[str], visibility: Visibility | None, config: Config,
-                   findings: list[Finding]) -> tuple[int, int | None]:
-    """Output tokens of the draft's answer wire (SPEC §8) and GR113 against the reserve."""
-    wire = render_answer_wire(status.value, [_wire_claim(r) for r in valid], missing)
-    tokens = output_tokens(wire, config.encoding)
+                   findings: list[Finding], count_output: bool) -> tuple[int | None, int | None]:
+    """Output tokens of the draft's answer wire (SPEC §8) and GR113 against the reserve.
+
+    Counted only when the draft declares a budget or ``count_output`` is set (None otherwise).
+    """
     spec = draft.context
     reserve = spec.reserve if spec is not None and spec.error is None else None
     limit = spec.limit if spec is not None and spec.error is None else None
@@ -186,6 +245,12 @@ def _output_budget(draft: ParsedDraft, valid: list[_ClaimResult], status: Status
 
         reserve = reserve or DEFAULT_RESERVE
         limit = limit or DEFAULT_LIMIT
+    if reserve is None and limit is None and not count_output:
+        return None, None
+    from .budget import output_tokens, render_answer_wire  # tiktoken: imported only when counting
+
+    wire = render_answer_wire(status.value, [_wire_claim(r) for r in valid], missing)
+    tokens = output_tokens(wire, config.encoding)
     if reserve is not None and tokens > reserve:
         findings.append(Finding(
             "output-over-budget", FIRST_LINE,
@@ -249,6 +314,8 @@ def _resolve_context(
         for unit in units:
             vis.add(unit)
         return vis
+    if "\x00" in (spec.query or ""):
+        return invalid("the context query holds a NUL character (U+0000), which no evidence line holds")
     if compile_query is None:
         return invalid("a query context needs the context compiler, which this caller did not provide")
     return compile_query(spec, draft)
@@ -259,7 +326,7 @@ def _resolve_context(
 
 def _check_claim(
     claim: Claim,
-    state: IndexState,
+    state: IndexSnapshot,
     config: Config,
     today: dt.date,
     visibility: Visibility | None,
@@ -279,7 +346,7 @@ def _check_claim(
 
     versions = state.versions(ref.doc_id)
     if not versions:
-        close = difflib.get_close_matches(ref.doc_id, state.doc_ids(), n=1)
+        close = state.similar_doc_ids(ref.doc_id, n=1)
         add("unknown-source", f"no evidence document has doc_id '{ref.doc_id}'",
             hint=f"Did you mean '{close[0]}'?" if close else "Check the doc_id against the evidence folder.",
             at=claim.value_span("doc_id") if claim.json_text is not None else None)
@@ -329,10 +396,10 @@ def _check_claim(
         return result
     line_text = doc.lines[ref.line - 1]
     result.line_text = line_text
-    field_line = None if doc.is_front_matter_line(ref.line) else doc.field_lines.get(ref.line)
+    field_line = line_field(doc, ref.line)
     if field_line is not None:
         result.field, result.value = field_line.field, field_line.value
-    result.subject = doc.subject
+    result.subject = record_subject(doc, record)
     related = (Location(config.evidence_display(record.path), ref.line, line_text),)
     hex_text = claim.hash_prefix or ""
     if not record.sha256.startswith(hex_text) or (claim.json_sha256 is not None and record.sha256 != hex_text):
@@ -401,7 +468,24 @@ def _check_claim(
     return result
 
 
-def _reanchor(claim: Claim, state: IndexState, current: VersionRecord,
+def line_field(doc: EvidenceDocument, line: int) -> FieldLine | None:
+    """The field of one 1-based body line (SPEC §3), without parsing every line of ``doc``:
+    :func:`parse_field_line` with the document's separators (the same rule as
+    ``doc.field_lines``); None for front matter and lines that are not field lines.
+    """
+    if doc.is_front_matter_line(line) or not 0 < line <= len(doc.lines):
+        return None
+    return parse_field_line(doc.lines[line - 1], doc.separators)
+
+
+def record_subject(doc: EvidenceDocument, record: VersionRecord) -> str | None:
+    """The version's subject (SPEC §3): from the record when the index knows it (SQL store),
+    else from the document (which may read every field line to find it).
+    """
+    return record.subject if record.line_count >= 0 else doc.subject
+
+
+def _reanchor(claim: Claim, state: IndexSnapshot, current: VersionRecord,
               record: VersionRecord | None) -> Edit | None:
     """A re-anchor edit when the cited line still exists verbatim in the current version.
 
@@ -479,8 +563,21 @@ def _claim_value(result: _ClaimResult, findings: list[Finding]) -> None:
 # -- conflict gate (§7.4) and coverage (§7.5) ----------------------------------------------
 
 
+@dataclass
+class _Keys:
+    """The keys the gate checks (SPEC §7.4), in checking order, and which of them carry the
+    required fields (coverage's D, §7.5).
+    """
+
+    checked: list[ConflictKey]
+    required: list[ConflictKey]
+
+
 def _keys_for(field_name: str, draft: ParsedDraft, results: list[_ClaimResult],
-              state: IndexState, today: dt.date) -> list[tuple[str | None, str]]:
+              state: IndexSnapshot, today: dt.date) -> list[ConflictKey]:
+    """Keys of a required field: the draft's subject, else the cited lines' subjects for that
+    field, else every subject having it (SPEC §7.4).
+    """
     if draft.subject is not None:
         return [(draft.subject, field_name)]
     cited = _unique([r.subject for r in results if r.field == field_name and r.line_text is not None],
@@ -489,43 +586,78 @@ def _keys_for(field_name: str, draft: ParsedDraft, results: list[_ClaimResult],
     return [(s, field_name) for s in subjects]
 
 
-def _gate(draft: ParsedDraft, results: list[_ClaimResult], required: list[str],
-          state: IndexState, today: dt.date, findings: list[Finding], config: Config) -> GateResult:
-    cited_fields = [r.field for r in results if r.field is not None and r.line_text is not None]
-    checked = [f for f in _unique([*required, *cited_fields]) if not state.is_meta_field(f)]
-    keys = [k for name in checked for k in _keys_for(name, draft, results, state, today)]
-    gate = check_keys(state, keys, today)
+def _checked_keys(draft: ParsedDraft, results: list[_ClaimResult], required: list[str],
+                  state: IndexSnapshot, today: dt.date) -> _Keys:
+    """SPEC §7.4: for every cited line (doc_id, version and line exist, valid or not) its own
+    key, always (a draft ``subject`` never switches it off); for every required field the
+    keys of :func:`_keys_for`. Meta fields are never checked.
+    """
+    required_keys: list[ConflictKey] = []
+    for name in required:
+        if not state.is_meta_field(name):
+            required_keys.extend(k for k in _keys_for(name, draft, results, state, today)
+                                 if k not in required_keys)
+    cited_keys: list[ConflictKey] = []
+    for r in results:
+        if r.field is not None and r.line_text is not None and not state.is_meta_field(r.field):
+            key = (r.subject, r.field)
+            if key not in cited_keys:
+                cited_keys.append(key)
+    checked = list(required_keys)
+    checked.extend(k for k in cited_keys if k not in checked)
+    return _Keys(checked, required_keys)
+
+
+def _gate(draft: ParsedDraft, results: list[_ClaimResult], keys: _Keys, state: IndexSnapshot,
+          today: dt.date, findings: list[Finding], config: Config) -> GateResult:
+    """GR108 (SPEC §7.4, §7.7, §15): on the ``fields`` item when the field is listed and on each
+    definition citing a line of the conflicting key (both when both hold).
+    """
+    cited: dict[ConflictKey, list[tuple[str, int, int]]] = {}
+    for r in results:
+        if r.claim.citation is not None and r.line_text is not None and r.field is not None:
+            ref = r.claim.citation
+            cited.setdefault((r.subject, r.field), []).append((ref.doc_id, ref.version, ref.line))
+    gate = check_keys(state, keys.checked, today, cited=cited)
     field_spans = dict(reversed(draft.fields))
+    required = set(keys.required)
     for conflict in gate.conflicts:
-        related = tuple(Location(config.evidence_display(kl.path), kl.line, f"{kl.field}：{kl.value}")
-                        for kl in conflict.lines)
-        message = conflict.describe() + "; Grounding does not pick a side"
+        key = (conflict.subject, conflict.field)
+
+        def present(conflict: Conflict = conflict) -> tuple[str, tuple[Location, ...]]:
+            related = tuple(Location(config.evidence_display(kl.path), kl.line, f"{kl.field}：{kl.value}")
+                            for kl in conflict.related_lines())
+            return conflict.describe() + "; Grounding does not pick a side", related
+
+        # a key shared by thousands of lines and values: built once per snapshot and cited set
+        message, related = state.memo(
+            ("GR108", key, today, tuple(cited.get(key, ())), config.evidence_root), present)
         hint = ("Resolve it in the evidence (correct or revoke one source); until then the answer's"
                 " status is 'conflict'. Grounding never picks a side.")
-        if conflict.field in field_spans:
+        if conflict.field in field_spans and key in required:
             findings.append(Finding("field-conflict", field_spans[conflict.field], message, hint=hint,
                                     related=related))
-        else:
-            for r in results:
-                if r.field == conflict.field and r.line_text is not None:
-                    findings.append(Finding("field-conflict", r.claim.citation_span, message, hint=hint,
-                                            related=related,
-                                            citation=r.claim.citation.id if r.claim.citation else None))
+        for r in results:
+            if (r.subject, r.field) == key and r.field is not None and r.line_text is not None:
+                findings.append(Finding("field-conflict", r.claim.citation_span, message, hint=hint,
+                                        related=related,
+                                        citation=r.claim.citation.id if r.claim.citation else None))
     return gate
 
 
-def _coverage(draft: ParsedDraft, results: list[_ClaimResult], required: list[str],
-              state: IndexState, today: dt.date) -> float:
-    keyed = state.keyed_lines(today)
-    wanted: set[tuple[str, int, int]] = set()
-    for name in required:
-        for key in _keys_for(name, draft, results, state, today):
-            wanted.update(kl.identity for kl in keyed.get(key, []))
-    if not wanted:
+def _coverage(results: list[_ClaimResult], required: list[ConflictKey], gate: GateResult) -> float:
+    """SPEC §7.5: |valid cited lines in D| / |D|, D = the active lines of the required keys
+    (their counts come from the gate's key summaries; a valid claim's line is active and
+    non-meta, so it is in D exactly when its own key is a required key).
+    """
+    wanted = set(required)
+    size = sum(gate.totals.get(k, 0) for k in wanted)
+    if not size:
         return 1.0
     cited = {(r.claim.citation.doc_id, r.claim.citation.version, r.claim.citation.line)
-             for r in results if r.valid and r.claim.citation is not None}
-    return len(cited & wanted) / len(wanted)
+             for r in results if r.valid and r.claim.citation is not None and r.field is not None
+             and (r.subject, r.field) in wanted}
+    return len(cited) / size
 
 
 def _status(gate: GateResult, valid: list[_ClaimResult], missing: list[str]) -> Status:
@@ -539,39 +671,24 @@ def _status(gate: GateResult, valid: list[_ClaimResult], missing: list[str]) -> 
 # -- uncited claims (§7.6) -----------------------------------------------------------------
 
 
-def _uncited(draft: ParsedDraft, state: IndexState, config: Config, today: dt.date,
+def _uncited(draft: ParsedDraft, state: IndexSnapshot, config: Config, today: dt.date,
              findings: list[Finding]) -> None:
     if not draft.uncited:
         return
-    terms, longest = state.known_terms(today)
     for sentence in draft.uncited:
         if config.strict:
             findings.append(Finding(
                 "uncited-claim", sentence.span, "this sentence has no citation (strict mode)",
                 hint="Add a footnote citing the evidence line it restates, or remove the sentence."))
             continue
-        term = _known_term_in(normalize(sentence.text), terms, longest)
+        term = state.known_term_in(normalize(sentence.text), today)
         if term is not None:
             findings.append(Finding(
                 "uncited-claim", sentence.span,
-                f"this sentence states '{term}', a known field or value, without a citation",
+                f"this sentence states '{shorten(term)}', a known field or value, without a citation",
                 hint="Add a footnote citing the evidence line it restates (in an editor, the"
                 " 'Cite' quick fix finds"
                 " candidates)."))
-
-
-def _known_term_in(sentence: str, terms: frozenset[str], longest: int) -> str | None:
-    """The longest known term that is a substring of ``sentence``, if any."""
-    best: str | None = None
-    n = len(sentence)
-    for i in range(n):
-        for j in range(min(n, i + longest), i + 1, -1):
-            if best is not None and j - i <= len(best):
-                break
-            if sentence[i:j] in terms:
-                best = sentence[i:j]
-                break
-    return best
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -596,4 +713,4 @@ def _sorted_unique(findings: list[Finding]) -> list[Finding]:
     return out
 
 
-__all__ = ["Visibility", "check_draft", "has_letter_or_digit"]
+__all__ = ["ResolvedContext", "Visibility", "check_draft", "has_letter_or_digit", "resolve_context"]

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from .config import Config, load_config
 from .drafts import ContextSpec, ParsedDraft, draft_kind, parse_draft
+from .index import IndexSnapshot
 from .model import DraftReport, Finding, Span
-from .state import IndexState
 from .store import IndexError_, ProgressCallback, ScanResult, Store
 from .verify import CompileQuery, Visibility, check_draft
 
@@ -50,8 +50,14 @@ class Workspace:
             ws.warning = f"{exc}; using an in-memory index for this run"
             return ws
 
-    def scan(self, progress: ProgressCallback | None = None) -> ScanResult:
-        return self.store.scan(self.config, progress)
+    def scan(self, progress: ProgressCallback | None = None,
+             paths: Iterable[str] | None = None, settle: float | None = None) -> ScanResult:
+        """Update the index (:meth:`Store.scan`): a full walk, or only ``paths`` (relative to
+        the evidence root); ``settle`` caps the wait for files still being written.
+        """
+        if settle is None:
+            return self.store.scan(self.config, progress, paths)
+        return self.store.scan(self.config, progress, paths, settle)
 
     def today(self, pinned: dt.date | None = None) -> dt.date:
         return pinned or self.config.today_or()
@@ -125,19 +131,24 @@ class Workspace:
         self,
         rel_path: str,
         text: str,
-        state: IndexState | None = None,
+        state: IndexSnapshot | None = None,
         today: dt.date | None = None,
         compile_query: CompileQuery | None = None,
+        count_output: bool = False,
     ) -> DraftReport:
-        """Check one draft's text (an editor buffer or a file) against ``state``."""
+        """Check one draft's text (an editor buffer or a file) against the snapshot ``state``
+        (default: the newest); a ``query`` context compiles against that same snapshot.
+        """
         draft = parse_draft(text, draft_kind(rel_path))
+        if draft.context is not None and draft.context.kind == "query" and draft.context.error is None:
+            self.store.build_fts()  # the context is ranked by full-text search: build it first
         return check_draft(
-            draft, state or self.store.state, self.config, self.today(today), rel_path,
-            self.read_text, compile_query or self.compile_query,
+            draft, state or self.store.snapshot(), self.config, self.today(today), rel_path,
+            self.read_text, compile_query, count_output=count_output,
         )
 
-    def check_file(self, rel_path: str, state: IndexState | None = None,
-                   today: dt.date | None = None) -> DraftReport:
+    def check_file(self, rel_path: str, state: IndexSnapshot | None = None,
+                   today: dt.date | None = None, count_output: bool = False) -> DraftReport:
         """Check a draft file; an unreadable file is one malformed-citation finding."""
         try:
             path = self.config.root / rel_path
@@ -150,28 +161,31 @@ class Workspace:
             return _unreadable_report(rel_path, f"cannot read the draft: {reason}")
         if text.startswith("\ufeff"):
             text = text[1:]
-        return self.check_text(rel_path, text, state, today)
+        return self.check_text(rel_path, text, state, today, count_output=count_output)
 
-    def check_all(self, paths: Iterable[str] | None = None, state: IndexState | None = None,
+    def check_all(self, paths: Iterable[str] | None = None, state: IndexSnapshot | None = None,
                   today: dt.date | None = None) -> list[DraftReport]:
-        state = state or self.store.state
+        state = state or self.store.snapshot()
         return [self.check_file(p, state, today) for p in (paths or self.discover_drafts())]
 
-    def compile_query(self, spec: ContextSpec, draft: ParsedDraft) -> Visibility:
-        """Compile a ``query`` context (SPEC §8) over the current index into X."""
+    def compile_query(self, spec: ContextSpec, draft: ParsedDraft,
+                      state: IndexSnapshot | None = None) -> Visibility:
+        """Compile a ``query`` context (SPEC §8) against ``state`` (default: the newest
+        snapshot) into X. Full-text rows still pending are built first.
+        """
         from .context import compile_context
 
-        compiled = compile_context(self.store, self.store.state, self.config, spec, draft.question or "",
-                                   self.today())
+        self.store.build_fts()
+        snapshot = state or self.store.snapshot()
+        compiled = compile_context(snapshot, self.config, spec, draft.question or "", self.today())
         return compiled.visibility()
 
 
-def _unreadable_report(path: str, message: str) -> DraftReport:
+def _unreadable_report(path: str, message: str, hint: str = "Save the draft as UTF-8 text.") -> DraftReport:
     from .model import Status
 
     return DraftReport(
         path=path, status=Status.ABSTAIN, required_fields=[], covered_fields=[], missing_fields=[],
         field_completeness=True, coverage=1.0, same_key_sources_checked=0,
-        findings=[Finding("malformed-citation", Span(0, 0, 0, 0), message,
-                          hint="Save the draft as UTF-8 text.")],
+        findings=[Finding("malformed-citation", Span(0, 0, 0, 0), message, hint=hint)],
     )

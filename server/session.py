@@ -383,9 +383,9 @@ class Session:
         self.writer = Workers("grounding-index", 1)
         self.shutdown_requested = False
         self.index_passes = 0
-        self.scan_pending: set[str] | None = set()
+        self.scan_pending: set[str] | None = None
         """Evidence paths the watcher saw change since the last scan started (relative to the
-        evidence root); None asks for a full walk."""
+        evidence root); None asks for a full walk (so the first scan is one)."""
         self.scan_wanted = False
         self.file_lines = FileLines()
         """Lines of files on disk for related locations (see :class:`FileLines`)."""

@@ -167,17 +167,19 @@ def _stderr_console() -> Any:
 def cmd_check(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
     scan = _scan(ws, sys.stderr.isatty() and args.format == "text")
-    state = scan.state
+    snapshot = scan.snapshot
     if args.at is not None:
         try:
-            state = ws.store.replay(args.at)
+            snapshot = ws.store.snapshot(at=args.at)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     paths = _draft_paths(ws, args.paths)
-    reports = [_check_one(ws, path, state) for path in (paths or ws.discover_drafts())]
+    reports = [_check_one(ws, path, snapshot) for path in (paths or ws.discover_drafts())]
     if args.fix:
-        reports = _apply_fixes(ws, reports, state)
-    evidence = {ws.config.evidence_display(p): fs for p, fs in sorted(scan.evidence.items())}
+        reports = _apply_fixes(ws, reports, snapshot)
+    display = _evidence_display(ws)
+    # text output names only files with findings; JSON and SARIF list every evidence file
+    evidence = {display(p): fs for p, fs in sorted(scan.evidence.items()) if fs or args.format != "text"}
     fingerprints = fingerprint_map(ws.config.root, reports, evidence)
     reports, evidence = _apply_baseline(args, reports, evidence, fingerprints)
     if args.format == "json":
@@ -190,6 +192,19 @@ def cmd_check(args: argparse.Namespace) -> int:
     errors = sum(r.error_count for r in reports) + sum(
         1 for fs in evidence.values() for f in fs if f.effective_severity is Severity.ERROR)
     return EXIT_ERRORS if errors else EXIT_OK
+
+
+def _evidence_display(ws: Workspace) -> Any:
+    """``config.evidence_display`` for many paths: a prefix when the evidence folder is inside
+    the root (the usual case), else the general conversion.
+    """
+    config = ws.config
+    try:
+        prefix = config.evidence_root.relative_to(config.root).as_posix()
+    except ValueError:
+        return config.evidence_display
+    head = "" if prefix == "." else prefix + "/"
+    return lambda rel: head + rel
 
 
 def _draft_paths(ws: Workspace, paths: list[Path]) -> list[str] | None:
@@ -386,20 +401,16 @@ def cmd_cite(args: argparse.Namespace) -> int:
 def cmd_index(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
     scan = _scan(ws, sys.stderr.isatty() and args.format == "text")
-    state = scan.state
+    ws.store.build_fts()  # `grounding index` leaves a complete index: full-text rows included
+    snapshot = scan.snapshot
     today = ws.today()
-    from grounding_core.conflicts import all_conflicts
-
-    docs = state.doc_ids()
-    versions = sum(len(state.versions(d)) for d in docs)
-    active = list(state.active_records(today))
-    lines = sum(len(state.document(r).lines) for r in active)
-    fields = sum(len(v) for v in state.keyed_lines(today).values())
-    conflicts = all_conflicts(state, today)
+    stats = snapshot.stats(today)
+    conflicts = snapshot.conflicting_keys(today)
     problems = {ws.config.evidence_display(p): fs for p, fs in sorted(scan.evidence.items()) if fs}
     summary = {
-        "documents": len(docs), "versions": versions, "active_documents": len(active),
-        "active_lines": lines, "active_field_lines": fields, "conflicts": len(conflicts),
+        "documents": stats.documents, "versions": stats.versions,
+        "active_documents": stats.active_documents, "active_lines": stats.active_lines,
+        "active_field_lines": stats.active_field_lines, "conflicts": len(conflicts),
         "events": ws.store.event_count(), "files_read": len(scan.changed),
         "events_appended": len(scan.events), "index": ws.config.index,
         "evidence_problems": {p: [finding_json(f) for f in fs] for p, fs in problems.items()},
@@ -451,10 +462,10 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 def cmd_conflicts(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
-    state = ws.scan().state
+    snapshot = ws.scan().snapshot
     from grounding_core.conflicts import all_conflicts
 
-    conflicts = all_conflicts(state, ws.today())
+    conflicts = all_conflicts(snapshot, ws.today())
     if args.format == "json":
         print(json.dumps([conflict_json(ws, c) for c in conflicts], ensure_ascii=False, indent=1))
     else:

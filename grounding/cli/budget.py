@@ -31,10 +31,10 @@ def cmd_context(args: argparse.Namespace, ws: Workspace) -> int:
     if text is None:
         print(f"grounding: error: cannot read {args.draft}", file=sys.stderr)
         return EXIT_USAGE
-    state = ws.scan().state
+    state = ws.scan().snapshot
     draft = parse_draft(text, draft_kind(rel))
     spec = draft.context
-    report = ws.check_text(rel, text, state)
+    report = ws.check_text(rel, text, state, count_output=True)
     if spec is None:
         print(f"{rel}: declares no context, so there is nothing to compile; add e.g."
               " context: {query: ..., limit: 1500, reserve: 240} to its front matter."
@@ -44,7 +44,8 @@ def cmd_context(args: argparse.Namespace, ws: Workspace) -> int:
         print(f"grounding: error: {rel} has an invalid context: {spec.error}", file=sys.stderr)
         return EXIT_ERRORS
     if spec.kind == "query":
-        compiled = compile_context(ws.store, state, ws.config, spec, draft.question or "", ws.today())
+        ws.store.build_fts()
+        compiled = compile_context(state, ws.config, spec, draft.question or "", ws.today())
         summary: dict[str, Any] = compiled.summary()
     else:
         summary = _declared_summary(ws, spec, draft.question or "", state)
@@ -91,9 +92,10 @@ def _declared_summary(ws: Workspace, spec: ContextSpec, question: str, state: An
 
 def cmd_answer(args: argparse.Namespace, ws: Workspace) -> int:
     """Draft an answer from visible evidence only, as Markdown or the JSON wire."""
-    state = ws.scan().state
+    state = ws.scan().snapshot
+    ws.store.build_fts()
     try:
-        answer = generate_answer(ws.store, state, ws.config, ws.today(), args.question, args.fields,
+        answer = generate_answer(state, ws.config, ws.today(), args.question, args.fields,
                                  subject=args.subject, limit=args.limit, reserve=args.reserve)
     except BudgetError as exc:
         print(f"grounding: error GR113 output-over-budget: {exc}", file=sys.stderr)

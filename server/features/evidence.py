@@ -104,7 +104,7 @@ async def _refresh_loop(session: Session) -> None:
         before = state.snapshot if state.epoch == view.epoch and not full else None
         plan = await session.readers.run(
             _plan, view, before, state.scan_map, scan.evidence if scan is not None else None,
-            bool(getattr(scan, "full", True)), list(scan.changed) if scan is not None else [], docs, paths,
+            scan.full if scan is not None else True, list(scan.changed) if scan is not None else [], docs, paths,
             set(state.published))
         state.scan_map = plan.scan_map
         todo = list(plan.affected.items())

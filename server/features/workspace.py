@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import inspect
 import logging
 import os
 import threading
@@ -74,6 +73,9 @@ _WATCH = "workspace:watch-evidence"
 _CONFIG_WATCH = "workspace:watch-config"
 _RETRY = "workspace:retry-unstable"
 _RETIRED = "workspace:retired-stores"
+_FTS = "workspace:full-text"
+FTS_SLICE_SECONDS = 0.25
+"""Longest the writer thread spends on full-text rows before other writes get a turn."""
 
 
 # ------------------------------------------------------------------------ lifecycle
@@ -104,7 +106,7 @@ async def initialized(session: Session, params: types.InitializedParams) -> None
 
 async def shutdown(session: Session, params: None) -> None:
     session.shutdown_requested = True
-    for name in (_WATCH, _CONFIG_WATCH, _REINDEX):
+    for name in (_WATCH, _CONFIG_WATCH, _REINDEX, _FTS):
         session.tasks.cancel(name)
     ws = session.workspace
     if ws is not None:
@@ -307,8 +309,10 @@ def request_reindex(session: Session, paths: Iterable[str] | None = None, delay:
 
 
 async def wait_reindexed(session: Session) -> None:
-    """Wait until no scan is running or pending (``grounding.reindex``)."""
-    while (task := session.tasks.running(_REINDEX)) is not None:
+    """Wait until no scan is running or pending and the full-text rows are built
+    (``grounding.reindex``).
+    """
+    while (task := session.tasks.running(_REINDEX) or session.tasks.running(_FTS)) is not None:
         with contextlib.suppress(Exception):
             await asyncio.shield(task)
 
@@ -336,7 +340,7 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
         return
     report = progress.callback(session) if progress is not None else None
     try:
-        result, snapshot = await session.writer.run(_scan_store, ws, report, paths)
+        result, snapshot, searchable = await session.writer.run(_scan_store, ws, report, paths)
     except Exception as exc:
         if isinstance(exc, FileNotFoundError):  # no evidence folder (yet): check against what there is
             logger.warning("%s", exc)
@@ -362,11 +366,35 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
         if diagnostics.pull_mode(session):
             session.client.refresh_diagnostics()
     evidence.refresh(session, result, before if before is not None and before.epoch == epoch else None)
-    unstable = list(getattr(result, "unstable", ()))  # files still being written: read them again soon
+    if not searchable:
+        session.tasks.start(_FTS, _build_full_text(session), replace=False)
+    unstable = result.unstable  # files still being written: read them again soon
     if unstable:
         retry: set[str] = session.feature_state.setdefault(_RETRY, set())
         retry.update(unstable)
         session.tasks.start(_RETRY, _retry_unstable(session), replace=False)
+
+
+async def _build_full_text(session: Session) -> None:
+    """Build the full-text rows a scan queued (in the writer thread, in slices, so a scan the
+    watcher asks for waits at most one slice). Until they are built, ``query`` contexts and
+    citation suggestions search what is there and say "still indexing" (SPEC §8); once built,
+    the current snapshot becomes a new view and open drafts are checked again.
+    """
+    ws, epoch = session.workspace, session.epoch
+    if ws is None:
+        return
+    try:
+        while not await session.writer.run(ws.store.build_fts, FTS_SLICE_SECONDS):
+            if epoch != session.epoch:
+                return
+    except Exception:
+        logger.exception("building the full-text rows failed; search stays incomplete")
+        return
+    view = session.view
+    if epoch == session.epoch and view is not None and view.epoch == epoch:
+        _set_snapshot(session, await session.readers.run(ws.store.snapshot))
+        diagnostics.recheck_open_drafts(session)
 
 
 async def _retry_unstable(session: Session) -> None:
@@ -375,22 +403,16 @@ async def _retry_unstable(session: Session) -> None:
     request_reindex(session, paths)
 
 
-_SCAN_TAKES_PATHS = "paths" in inspect.signature(Store.scan).parameters
-"""Whether ``Store.scan`` accepts the changed paths yet (the store rewrite adds them)."""
-
-
 def _scan_store(ws: Workspace, progress: Callable[[int, int, str], None] | None,
-                paths: set[str] | None) -> tuple[ScanResult, IndexSnapshot]:
-    """One scan of the evidence folder (writer thread). ``paths``: only those changed
-    (passed to ``Store.scan`` when it takes them; else a full walk).
+                paths: set[str] | None) -> tuple[ScanResult, IndexSnapshot, bool]:
+    """One scan of the evidence folder (writer thread). ``paths`` (relative to the evidence
+    root): look only at those; None: a full walk. A file still being written is waited for
+    briefly (``Store.scan``'s settle budget); one that keeps changing comes back in
+    ``ScanResult.unstable`` and is retried. Also says whether the snapshot's full-text rows
+    are complete.
     """
-    scan: Callable[..., ScanResult] = ws.store.scan
-    if _SCAN_TAKES_PATHS and paths is not None:
-        result = scan(ws.config, progress, paths=sorted(paths))
-    else:
-        result = scan(ws.config, progress)
-    snapshot = result.snapshot if result.snapshot is not None else ws.store.snapshot()
-    return result, snapshot
+    result = ws.store.scan(ws.config, progress, paths=sorted(paths) if paths is not None else None)
+    return result, result.snapshot, result.snapshot.search_complete
 
 
 @dataclass

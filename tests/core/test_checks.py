@@ -380,14 +380,18 @@ def test_normalised_spellings_of_one_value_do_not_conflict(times: Workspace) -> 
     assert report.coverage == pytest.approx(1 / 3)  # two sources with the same value: two identities
 
 
-def test_a_different_value_is_field_conflict_on_the_fields_item(times: Workspace) -> None:
+def test_a_different_value_is_field_conflict_on_the_fields_item_and_the_citation(times: Workspace) -> None:
     write_files(times.config.root, {"evidence/t/d.md": time_doc("周三16:30")})
     times.scan()
     text = time_draft()
     report = check(times, "answers/t.md", text)
-    finding = only(report, "field-conflict")
-    assert pos(finding) == at(text, "集合时间") == (3, 10, 3, 14)
-    assert "'周四16:30'" in finding.message and "'周三16:30'" in finding.message
+    # SPEC §15: on the fields item and on the definition citing a line of the key (both hold)
+    on_item, on_definition = findings_named(report.findings, "field-conflict")
+    assert pos(on_item) == at(text, "集合时间") == (3, 10, 3, 14)
+    assert pos(on_definition) == definition(text, "1")
+    finding = on_item
+    assert "'周四16:30' (3 sources: t/a@1:2, t/b@1:2, t/c@1:2)" in finding.message
+    assert "'周三16:30' (1 source: t/d@1:2)" in finding.message
     assert sorted(r.path for r in finding.related) == [f"evidence/t/{n}.md" for n in "abcd"]
     assert report.status is Status.CONFLICT
     assert report.same_key_sources_checked == 4

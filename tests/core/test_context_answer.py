@@ -14,6 +14,8 @@ from grounding_core.answer import generate_answer
 from grounding_core.budget import BudgetError
 from grounding_core.context import compile_context, units_of
 from grounding_core.drafts import ContextSpec
+from grounding_core.index import IndexSnapshot
+from grounding_core.workspace import Workspace
 
 SCHEDULE = (
     "---\ndoc_id: schedule\nversion: 2\ntitle: 秋季开放日通知\n---\n"
@@ -24,6 +26,12 @@ NOTICE = "---\ndoc_id: notice\nversion: 1\n---\n- 报名方式：线上填写表
 CONFLICT = "---\ndoc_id: schedule-conflict\nversion: 1\n---\n- 活动时间：周四17:30\n" + "".join(
     f"- 备注{i}：这是一段很长的补充说明，用来让这份文件在预算里放不下。\n" for i in range(60)
 )
+
+
+def indexed(ws: Workspace) -> IndexSnapshot:
+    """The newest snapshot once its full-text rows are built (they are built after the scan)."""
+    ws.store.build_fts()
+    return ws.store.snapshot()
 
 
 def cite(text: str, doc_id: str, version: int, line: int) -> str:
@@ -45,8 +53,8 @@ def test_units_are_blocks_of_consecutive_body_lines(make_workspace: MakeWorkspac
 def test_compiled_context_is_deterministic_and_lists_kept_units(make_workspace: MakeWorkspace) -> None:
     ws = make_workspace({"evidence/schedule.md": SCHEDULE, "evidence/notice.md": NOTICE})
     spec = ContextSpec("query", query="活动时间 报名截止时间", limit=1500, reserve=240)
-    a = compile_context(ws.store, ws.store.state, ws.config, spec, "活动什么时候开始？", TODAY)
-    b = compile_context(ws.store, ws.store.state, ws.config, spec, "活动什么时候开始？", TODAY)
+    a = compile_context(indexed(ws), ws.config, spec, "活动什么时候开始？", TODAY)
+    b = compile_context(indexed(ws), ws.config, spec, "活动什么时候开始？", TODAY)
     assert a.summary() == b.summary()
     kept = [u["unit"] for u in a.summary()["kept"]]  # type: ignore[index]
     assert "schedule@2:6-7" in kept and "schedule@2:9-11" in kept
@@ -56,7 +64,7 @@ def test_compiled_context_is_deterministic_and_lists_kept_units(make_workspace: 
 def test_unit_that_does_not_fit_is_skipped_and_a_later_one_kept(make_workspace: MakeWorkspace) -> None:
     ws = make_workspace({"evidence/schedule.md": SCHEDULE, "evidence/schedule-conflict.md": CONFLICT})
     spec = ContextSpec("query", query="活动时间", limit=400, reserve=100)
-    compiled = compile_context(ws.store, ws.store.state, ws.config, spec, "活动时间？", TODAY)
+    compiled = compile_context(indexed(ws), ws.config, spec, "活动时间？", TODAY)
     skipped = [u.unit.id for u in compiled.pack.skipped]
     kept = [u.id for u in compiled.kept]
     assert any(s.startswith("schedule-conflict@1") for s in skipped)
@@ -100,7 +108,7 @@ def test_conflict_status_even_when_the_conflicting_source_is_outside_the_budget(
         "answers/q.md": draft("{query: 活动时间, limit: 400, reserve: 100}", body),
     })
     spec = ContextSpec("query", query="活动时间", limit=400, reserve=100)
-    compiled = compile_context(ws.store, ws.store.state, ws.config, spec, "活动什么时候开始？", TODAY)
+    compiled = compile_context(indexed(ws), ws.config, spec, "活动什么时候开始？", TODAY)
     assert all(u.doc_id != "schedule-conflict" for u in compiled.kept)
     report = check(ws, "answers/q.md")
     assert report.status.value == "conflict"
@@ -124,12 +132,12 @@ def test_output_over_budget_when_the_wire_exceeds_the_reserve(make_workspace: Ma
 def test_reserve_of_one_token_raises_budget_error(make_workspace: MakeWorkspace) -> None:
     ws = make_workspace({"evidence/schedule.md": SCHEDULE})
     with pytest.raises(BudgetError):
-        generate_answer(ws.store, ws.store.state, ws.config, TODAY, "活动什么时候开始？", ["活动时间"], reserve=1)
+        generate_answer(indexed(ws), ws.config, TODAY, "活动什么时候开始？", ["活动时间"], reserve=1)
 
 
 def test_generated_answer_cites_only_visible_lines_and_passes_check(make_workspace: MakeWorkspace) -> None:
     ws = make_workspace({"evidence/schedule.md": SCHEDULE, "evidence/notice.md": NOTICE})
-    answer = generate_answer(ws.store, ws.store.state, ws.config, TODAY, "活动什么时候开始，在哪里？",
+    answer = generate_answer(indexed(ws), ws.config, TODAY, "活动什么时候开始，在哪里？",
                              ["活动时间", "地点"])
     assert answer.wire.status.value == "answered"
     assert [c["id"] for c in answer.wire.claims] == ["schedule@2:6", "schedule@2:7"]
@@ -145,10 +153,10 @@ def test_generated_answer_cites_only_visible_lines_and_passes_check(make_workspa
 
 def test_generated_answer_reports_missing_fields_and_conflicts(make_workspace: MakeWorkspace) -> None:
     ws = make_workspace({"evidence/schedule.md": SCHEDULE, "evidence/schedule-conflict.md": CONFLICT})
-    partial = generate_answer(ws.store, ws.store.state, ws.config, TODAY, "地点和联系电话？", ["地点", "联系电话"])
+    partial = generate_answer(indexed(ws), ws.config, TODAY, "地点和联系电话？", ["地点", "联系电话"])
     assert partial.wire.status.value == "partial"
     assert partial.wire.missing_fields == ("联系电话",)
-    conflict = generate_answer(ws.store, ws.store.state, ws.config, TODAY, "活动时间？", ["活动时间"])
+    conflict = generate_answer(indexed(ws), ws.config, TODAY, "活动时间？", ["活动时间"])
     assert conflict.wire.status.value == "conflict"
     assert conflict.conflicts and "周四17:30" in conflict.conflicts[0]
     assert conflict.wire.claims == ()  # no side is picked
@@ -157,7 +165,7 @@ def test_generated_answer_reports_missing_fields_and_conflicts(make_workspace: M
 
 def test_generated_answer_names_claims_left_out_for_the_reserve(make_workspace: MakeWorkspace) -> None:
     ws = make_workspace({"evidence/schedule.md": SCHEDULE})
-    answer = generate_answer(ws.store, ws.store.state, ws.config, TODAY, "活动时间、地点和报名截止时间？",
+    answer = generate_answer(indexed(ws), ws.config, TODAY, "活动时间、地点和报名截止时间？",
                              ["活动时间", "地点", "报名截止时间"], reserve=90)
     assert answer.wire.skipped, "the reserve should force a claim out"
     assert any("left out for the output reserve" in n for n in answer.notes)
@@ -168,9 +176,9 @@ def test_generated_answer_does_not_mix_subjects(make_workspace: MakeWorkspace) -
     other = "---\ndoc_id: sports\nversion: 1\nsubject: 运动会\n---\n- 报名截止时间：周五18:00\n"
     mine = SCHEDULE.replace("title: 秋季开放日通知", "title: 秋季开放日通知\nsubject: 开放日")
     ws = make_workspace({"evidence/schedule.md": mine, "evidence/sports.md": other})
-    mixed = generate_answer(ws.store, ws.store.state, ws.config, TODAY, "报名截止时间？", ["报名截止时间"])
+    mixed = generate_answer(indexed(ws), ws.config, TODAY, "报名截止时间？", ["报名截止时间"])
     assert mixed.wire.status.value == "abstain" and any("--subject" in n for n in mixed.notes)
-    chosen = generate_answer(ws.store, ws.store.state, ws.config, TODAY, "报名截止时间？", ["报名截止时间"],
+    chosen = generate_answer(indexed(ws), ws.config, TODAY, "报名截止时间？", ["报名截止时间"],
                              subject="开放日")
     assert chosen.wire.status.value == "answered"
     assert [c["doc_id"] for c in chosen.wire.claims] == ["schedule"]

@@ -6,7 +6,6 @@ edits (edits.py). Every input is CJK, astral (𠮷🎉) or CRLF text.
 
 from __future__ import annotations
 
-import pytest
 from support import TODAY, MakeWorkspace, sha256
 
 from grounding_core.candidates import citation_candidates
@@ -46,6 +45,7 @@ def _two_versions(make_workspace: MakeWorkspace) -> tuple[Workspace, IndexSnapsh
     old = ws.store.snapshot()
     (ws.config.evidence_root / "notice.md").write_text(NOTICE.replace("周四16:30", "周六10:00"), encoding="utf-8")
     ws.scan()
+    ws.store.build_fts()  # full-text rows are built after a scan (the server: in the background)
     return ws, old, ws.store.snapshot()
 
 
@@ -61,8 +61,6 @@ def test_a_check_reads_only_the_snapshot_it_is_given(make_workspace: MakeWorkspa
     assert "stale-citation" in [f.name for f in against_new.findings]
 
 
-@pytest.mark.xfail(strict=True, reason="the current store keeps full-text rows of the newest versions only;"
-                   " the store rewrite (issue 10) makes search answer any replay(n)")
 def test_a_query_context_compiles_against_the_snapshot_it_is_given(make_workspace: MakeWorkspace) -> None:
     ws, old, new = _two_versions(make_workspace)
     spec = ContextSpec("query", query="活动时间", limit=1500, reserve=240)
@@ -119,6 +117,7 @@ def test_affected_paths_follow_the_keys_a_change_touches(make_workspace: MakeWor
 
 def test_candidates_put_visible_lines_and_values_in_the_sentence_first(make_workspace: MakeWorkspace) -> None:
     ws = make_workspace({"evidence/notice.md": NOTICE, "evidence/poster.md": POSTER.replace("subject: 开放日", "")})
+    ws.store.build_fts()  # candidates are ranked by full-text search
     snapshot = ws.store.snapshot()
     sentence = "开放日在𠮷野家🎉二楼举行。"
     best = citation_candidates(snapshot, sentence, TODAY, None)

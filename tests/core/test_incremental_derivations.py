@@ -3,8 +3,8 @@
 - ``IndexState.keyed_lines`` / ``known_terms`` of a state made by ``apply`` patch the previous
   state's indexes; they must equal a state replayed from scratch (SPEC §4 ``replay(n)``).
 - Front matter goes through libyaml; on ordinary input it must read like pure PyYAML.
-- The FTS rows of one document are replaced by rowid range (``fts_docs``); an index written
-  before that table existed is rebuilt once on open.
+- FTS rows are built after the scan, for every content that is ever active; an index
+  written by an older layout is migrated on open (its derived tables rebuilt from the log).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import random
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ import yaml
 
 import grounding_core.evidence as evidence
 from grounding_core.config import load_config
+from grounding_core.sqlite_backend import LINE_BITS, LINE_MASK
 from grounding_core.state import Event, IndexState, ParseCache, ParseSettings
 from grounding_core.store import Store
 
@@ -129,48 +131,97 @@ def test_libyaml_front_matter_reads_like_pure_pyyaml(monkeypatch: pytest.MonkeyP
             assert _kind(_outcome(lines)) == quick, body
 
 
-def _fts(store: Store) -> list[tuple[str, int, int, str]]:
-    rows = store._conn.execute("SELECT doc_id, version, line, text FROM lines_fts").fetchall()
-    return sorted((r[0], int(r[1]), int(r[2]), r[3]) for r in rows)
+def _fts(store: Store) -> list[tuple[int, int, str]]:
+    """(content_id, line, text) of every FTS row."""
+    rows = store.backend.reader().execute("SELECT rowid, text FROM lines_fts").fetchall()
+    return sorted((int(r[0]) >> LINE_BITS, int(r[0]) & LINE_MASK, r[1]) for r in rows)
 
 
-def _expected_fts(state: IndexState) -> list[tuple[str, int, int, str]]:
+def _expected_fts(store: Store) -> list[tuple[int, int, str]]:
+    """The non-blank body lines of every content that was ever active (SPEC §4 FTS rows
+    answer any replay(n); docs/decisions.md "FTS over history").
+    """
     out = []
-    for doc_id in state.doc_ids():
-        newest = state.newest(doc_id)
-        assert newest is not None
-        doc = state.document(newest)
-        out += [(doc_id, newest.version, i, text) for i, text in enumerate(doc.lines, 1)
+    for event in store.events():
+        if event.kind != "import":
+            continue
+        record = store.snapshot(at=event.seq).record(event.doc_id, event.version)
+        assert record is not None
+        snapshot = store.snapshot(at=event.seq)
+        if snapshot.newest(event.doc_id) != record or record.revoked or record.status == "revoked":
+            continue  # never active (an archive, or status: revoked)
+        doc = snapshot.document(record)
+        out += [(event.seq, i, text) for i, text in enumerate(doc.lines, 1)
                 if text.strip() and not doc.is_front_matter_line(i)]
     return sorted(out)
 
 
-def test_fts_rows_follow_edits_and_old_indexes_are_rebuilt(tmp_path: Path) -> None:
+OLD_LAYOUT = """
+CREATE TABLE events (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  kind TEXT NOT NULL CHECK (kind IN ('import', 'revoke')),
+  doc_id TEXT NOT NULL, version INTEGER NOT NULL, sha256 TEXT NOT NULL DEFAULT '',
+  path TEXT NOT NULL DEFAULT '', text TEXT NOT NULL DEFAULT '', declared INTEGER NOT NULL DEFAULT 0,
+  reason TEXT NOT NULL DEFAULT '', recorded_at TEXT NOT NULL);
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+  BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+CREATE TABLE files (path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+  sha256 TEXT NOT NULL, doc_id TEXT, declared_version INTEGER, problem TEXT);
+CREATE VIRTUAL TABLE lines_fts USING fts5(text, doc_id UNINDEXED, version UNINDEXED, line UNINDEXED,
+  tokenize = 'trigram');
+CREATE TABLE fts_docs (doc_id TEXT PRIMARY KEY, first_rowid INTEGER NOT NULL, last_rowid INTEGER NOT NULL);
+PRAGMA user_version = 1;
+"""
+
+
+def test_fts_rows_are_built_after_the_scan_follow_edits_and_old_indexes_are_migrated(tmp_path: Path) -> None:
     evidence_root = tmp_path / "evidence"
     evidence_root.mkdir()
     for i in range(6):
         (evidence_root / f"d{i}.md").write_text(f"- 地点：{i}号楼\n- 时间：周{i}\n", encoding="utf-8")
     config = load_config(tmp_path)
     store = Store.for_config(config)
-    store.scan(config)
-    assert _fts(store) == _expected_fts(store.state)
+    result = store.scan(config)
+    assert _fts(store) == [] and not result.snapshot.search_complete  # queued, not built yet
+    assert store.fts_pending() == 6
+    assert store.build_fts()
+    assert result.snapshot.search_complete and store.fts_pending() == 0
+    assert _fts(store) == _expected_fts(store)
     (evidence_root / "d2.md").write_text("- 地点：新楼\n\n- 费用：免费\n- 对象：全体\n", encoding="utf-8")
     (evidence_root / "d4.md").unlink()
     (evidence_root / "d9.md").write_text("- 地点：九号楼\n", encoding="utf-8")
     store.scan(config)
-    assert _fts(store) == _expected_fts(store.state)
+    store.build_fts()
+    assert _fts(store) == _expected_fts(store)
     assert [h.doc_id for h in store.search("新楼")] == ["d2"]
-    # an index from before fts_docs: untracked rows, user_version 0 -> rebuilt on open
-    store._conn.execute("DELETE FROM fts_docs")
-    store._conn.execute("INSERT INTO lines_fts (text, doc_id, version, line) VALUES ('x', 'd0', 1, 1)")
-    store._conn.execute("PRAGMA user_version = 0")
+    assert [h.doc_id for h in store.search("2号楼")] == []  # the old d2 is no longer active
+    assert [h.doc_id for h in store.snapshot(at=6).search("2号楼")] == ["d2"]  # replay(6) is
+    assert store.search("4号楼") == []  # deleted
     store.close()
-    store = Store.for_config(config)
-    assert _fts(store) == _expected_fts(store.state)
-    (evidence_root / "d0.md").write_text("- 地点：零号楼\n", encoding="utf-8")
-    store.scan(config)
-    assert _fts(store) == _expected_fts(store.state)
-    store.close()
+
+    # an index written by the layout before derived tables: migrated on open, from the log
+    old_db = tmp_path / "old.sqlite"
+    with sqlite3.connect(old_db) as conn:
+        conn.executescript(OLD_LAYOUT)
+        for i in range(3):
+            text = f"- 地点：{i}号楼\n"
+            conn.execute("INSERT INTO events (kind, doc_id, version, sha256, path, text, declared, reason,"
+                         " recorded_at) VALUES ('import', ?, 1, ?, ?, ?, 0, '', 'x')",
+                         (f"old{i}", hashlib.sha256(text.encode()).hexdigest(), f"old{i}.md", text))
+        conn.execute("INSERT INTO lines_fts (text, doc_id, version, line) VALUES ('x', 'old0', 1, 1)")
+    migrated = Store(str(old_db), config_settings(config))
+    try:
+        assert migrated.snapshot().doc_ids() == ["old0", "old1", "old2"]
+        assert migrated.snapshot().newest("old1").line_count == 1  # type: ignore[union-attr]
+        assert [h.doc_id for h in migrated.search("1号楼")] == ["old1"]
+        assert _fts(migrated) == _expected_fts(migrated)
+        assert migrated.event_count() == 3
+    finally:
+        migrated.close()
+
+
+def config_settings(config: object) -> ParseSettings:
+    return ParseSettings(config.field_separators, config.meta_fields, config.subject_fields)  # type: ignore[attr-defined]
 
 
 def test_field_lines_agree_with_parse_field_line() -> None:

@@ -303,7 +303,7 @@ def test_bom_and_crlf_evidence_verifies_and_is_hashed_raw(make_workspace: MakeWo
     record = ws.store.state.newest("fee")
     assert record is not None
     assert record.sha256 == sha256(raw)  # of the raw bytes, BOM included
-    assert record.text.startswith("---")  # BOM removed before parsing
+    assert ws.store.state.document(record).text.startswith("---")  # BOM removed before parsing
     doc = ws.store.state.document(record)
     assert doc.lines[3] == "- 费用：免费 🎉"
     assert all("\r" not in line for line in doc.lines)

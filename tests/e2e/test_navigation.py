@@ -341,9 +341,10 @@ def core_oracle(root: Path, rel: str, text: str) -> tuple[dict[str, Any], int | 
         ws.scan()
         draft = parse_draft(text, "json" if rel.endswith(".json") else "markdown")
         assert draft.context is not None
-        summary = compile_context(ws.store, ws.store.state, ws.config, draft.context, draft.question or "",
+        ws.store.build_fts()
+        summary = compile_context(ws.store.snapshot(), ws.config, draft.context, draft.question or "",
                                   ws.today()).summary() if draft.context.kind == "query" else {}
-        return summary, ws.check_text(rel, text).output_tokens
+        return summary, ws.check_text(rel, text, count_output=True).output_tokens
     finally:
         ws.store.close()
 

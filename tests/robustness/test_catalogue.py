@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-import grounding_core.store as store_module
+import grounding_core.scan as scan_module
 from grounding_core.conflicts import all_conflicts
 from grounding_core.model import Status
 from grounding_core.workspace import Workspace
@@ -260,10 +260,14 @@ def test_conflict_comparison_normalises_width_and_spaces(make_workspace: Workspa
     write.write_text("主题：秋季开放日\n- 活动时间：周三16:30\n", encoding="utf-8")
     ws.scan()
     report = cite(ws, LINE6)
-    finding = only(report, "field-conflict")
+    # SPEC §15: one on the fields item, one on the definition citing a line of the key
+    on_item, on_definition = [f for f in report.findings if f.name == "field-conflict"]
+    assert on_item.message == on_definition.message
+    finding = on_item
     assert report.status is Status.CONFLICT
-    # the three spellings of 周四16:30 are one value; 周三 is the other
-    assert "(flyer@1:2, poster@1:2, schedule@1:6) vs '周三16:30' (wrong@1:2)" in finding.message
+    # the three spellings of 周四16:30 are one value (3 sources, the cited one first); 周三 the other
+    assert ("'周四 16:30' (3 sources: schedule@1:6, flyer@1:2, poster@1:2) vs '周三16:30'"
+            " (1 source: wrong@1:2)") in finding.message
     assert len(finding.related) == 4
 
 
@@ -466,14 +470,14 @@ def test_file_deleted_while_being_read_is_treated_as_absent(
     assert "gone" in ws.store.state.doc_ids()
     (ws.config.evidence_root / "gone.md").write_text("- 时间：周五，改过\n", encoding="utf-8")
     (ws.config.evidence_root / "new.md").write_text("- 时间：周六\n", encoding="utf-8")
-    real_read = store_module._read_bytes
+    real_read = scan_module.read_stable
 
-    def delete_then_read(path: Path) -> bytes:
-        if path.name in ("gone.md", "new.md"):
-            path.unlink()
-        return real_read(path)
+    def delete_then_read(path: str, *args: Any) -> Any:
+        if os.path.basename(path) in ("gone.md", "new.md"):
+            os.unlink(path)
+        return real_read(path, *args)
 
-    monkeypatch.setattr(store_module, "_read_bytes", delete_then_read)
+    monkeypatch.setattr(scan_module, "read_stable", delete_then_read)
     scan = ws.scan()
     assert set(scan.evidence) == {"schedule.md"}  # no finding for a file that is gone
     state = ws.store.state
@@ -488,14 +492,14 @@ def test_file_deleted_between_walk_and_read_is_treated_as_absent(
     make_workspace.mutable()
     ws = make_workspace({"evidence/schedule.md": SCHEDULE}, scan=False)
     (ws.config.evidence_root / "gone.md").write_text("- 时间：周四\n", encoding="utf-8")
-    real_walk = store_module.walk_evidence
+    real_walk = scan_module.walk_evidence
 
     def walk_then_delete(config: Any) -> Any:
-        found, refused = real_walk(config)
+        listing = real_walk(config)
         (ws.config.evidence_root / "gone.md").unlink()
-        return found, refused
+        return listing
 
-    monkeypatch.setattr(store_module, "walk_evidence", walk_then_delete)
+    monkeypatch.setattr(scan_module, "walk_evidence", walk_then_delete)
     scan = ws.scan()
     assert set(scan.evidence) == {"schedule.md"}
     assert ws.store.state.doc_ids() == ["schedule"]

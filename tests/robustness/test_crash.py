@@ -1,14 +1,16 @@
 """Crash safety of the index (SPEC §4; docs/decisions.md "Index").
 
-An indexer process (``Store.scan`` in a loop) is SIGKILLed 20 times at random points (while
-it reads files; while it appends events, FTS rows and commits; at a random moment; just
-after a committed scan) while the corpus (300 files) changes between and during its runs.
-After every kill the database opens, ``replay(event_count)`` works and equals the live
-state, the log only ever grew (the events seen before are still its prefix), no version is
-lost or duplicated (automatic versions are contiguous and never change content; no import
-repeats what the log already says) and the FTS rows are exactly the newest versions' lines.
-After a final scan, the index equals a fresh index of the same files: same documents,
-newest contents, full-text rows and evidence findings.
+An indexer process (``Store.scan`` then ``Store.build_fts`` in a loop) is SIGKILLed 20 times
+at random points (while it reads files; while it appends events, derived rows and commits;
+while it builds full-text rows; at a random moment; just after a committed scan) while the
+corpus (300 files) changes between and during its runs. After every kill the database
+opens, ``replay(event_count)`` works and equals the live state, the log only ever grew (the
+events seen before are still its prefix), no version is lost or duplicated (automatic
+versions are contiguous and never change content; no import repeats what the log already
+says), the derived tables equal a rebuild from the log, and every content that was ever
+active has either all of its FTS rows or a place in the FTS queue (never half, never both).
+After a final scan, the index equals a fresh index of the same files: same documents, newest
+contents, searchable lines and evidence findings.
 """
 
 from __future__ import annotations
@@ -23,9 +25,12 @@ from pathlib import Path
 import pytest
 
 from grounding_core.config import Config, load_config
+from grounding_core.derived import Deriver
+from grounding_core.events import Event
+from grounding_core.index import IndexSnapshot
 from grounding_core.model import Finding
-from grounding_core.state import Event, IndexState
-from grounding_core.store import Store
+from grounding_core.sqlite_backend import LINE_BITS, LINE_MASK, SqliteBackend
+from grounding_core.store import Store, fts_rows
 
 from .helpers import PYTHON, SERVER_ENV
 
@@ -39,10 +44,16 @@ from grounding_core.config import load_config
 from grounding_core.store import Store
 
 append = Store._append
-def announced_append(self, events):
+def announced_append(self, conn, events):
     print("appending", flush=True)
-    return append(self, events)
+    return append(self, conn, events)
 Store._append = announced_append
+import grounding_core.sqlite_backend as backend
+insert = backend.SqliteBackend.fts_insert
+def announced_insert(self, conn, rows):
+    print("fts", flush=True)
+    return insert(self, conn, rows)
+backend.SqliteBackend.fts_insert = announced_insert
 
 config = load_config(Path(sys.argv[1]))
 lockstep = sys.argv[2] == "lockstep"
@@ -55,10 +66,12 @@ def progress(done, total, path):
 while True:
     store.scan(config, progress)
     print("scanned", flush=True)
+    store.build_fts(batch=20)
 """
 """Prints ``read`` after each file it re-reads (in ``lockstep`` mode it then waits for a line
-on stdin), ``appending`` when a scan starts writing its events (then FTS rows and the commit
-follow) and ``scanned`` after each committed scan."""
+on stdin), ``appending`` when a scan starts writing its events (then derived rows and the
+commit follow), ``scanned`` after each committed scan and ``fts`` before each batch of
+full-text rows (20 contents per transaction)."""
 
 
 class Corpus:
@@ -113,7 +126,7 @@ def _identity(e: Event) -> tuple[object, ...]:
     return (e.seq, e.kind, e.doc_id, e.version, e.sha256, e.path, e.text, e.declared, e.reason)
 
 
-def _summary(state: IndexState) -> dict[tuple[str, int], tuple[str, str, bool]]:
+def _summary(state: IndexSnapshot) -> dict[tuple[str, int], tuple[str, str, bool]]:
     return {(d, v): (r.sha256, r.path, r.revoked)
             for d in state.doc_ids() for v, r in state.versions(d).items()}
 
@@ -161,10 +174,10 @@ def _kill_rounds(tmp_path: Path) -> tuple[Config, int]:
     corpus = Corpus(tmp_path, rng)
     config = load_config(tmp_path)
     seen: list[tuple[object, ...]] = []
-    modes: dict[str, int] = {"reading": 0, "committing": 0, "anytime": 0, "after": 0}
+    modes: dict[str, int] = {"reading": 0, "committing": 0, "anytime": 0, "after": 0, "fts": 0}
     for round_no in range(ROUNDS):
         written = corpus.mutate(rng.randint(30, 120)) if round_no else FILES
-        mode = list(modes)[round_no % 4]
+        mode = list(modes)[round_no % 5]
         child = subprocess.Popen([PYTHON, "-c", INDEXER, str(tmp_path),
                                   "lockstep" if mode == "reading" else "free"], env=SERVER_ENV,
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -192,6 +205,9 @@ def _kill_rounds(tmp_path: Path) -> tuple[Config, int]:
                     finished = not _wait_for(child, "read", rng.randint(1, 10))
                     corpus.mutate(rng.randint(1, 10))  # the corpus changes under the indexer
                 time.sleep(rng.uniform(0, 0.3))
+            elif mode == "fts":  # building full-text rows, after the scan committed
+                finished = _wait_for(child, "fts", rng.randint(1, 4))
+                time.sleep(rng.uniform(0, 0.01))
             else:  # after a committed scan, in the next one (which rewrites the file rows)
                 finished = _wait_for(child, "scanned")
                 time.sleep(rng.uniform(0, 0.02))
@@ -199,8 +215,8 @@ def _kill_rounds(tmp_path: Path) -> tuple[Config, int]:
             child.send_signal(signal.SIGKILL)
             rest, _ = child.communicate()
         assert child.returncode == -signal.SIGKILL
-        if not finished and "scanned" not in rest:
-            modes[mode] += 1  # killed before its first scan committed
+        if mode == "fts" or (not finished and "scanned" not in rest):
+            modes[mode] += 1  # killed before its first scan committed (or while building FTS)
         store = Store.for_config(config)
         try:
             n = store.event_count()
@@ -211,37 +227,82 @@ def _kill_rounds(tmp_path: Path) -> tuple[Config, int]:
             assert identities[: len(seen)] == seen, "the log lost or rewrote events"
             seen = identities
             check_log(events)
-            assert _fts_rows(store) == _expected_fts(store.state), "FTS out of step with the log"
+            check_fts(store)
+            check_derived(store)
         finally:
             store.close()
-    print(f"kills before the scan committed, by mode: {modes}")
-    assert modes["reading"] == len(range(0, ROUNDS, 4)) and modes["after"] == 0, modes
+    print(f"kills before the scan committed (fts: while building FTS), by mode: {modes}")
+    assert modes["reading"] == len(range(0, ROUNDS, 5)) and modes["after"] == 0, modes
     return config, len(seen)
 
 
-def _fts_rows(store: Store) -> set[tuple[str, int, int, str]]:
-    rows = store._conn.execute("SELECT doc_id, version, line, text FROM lines_fts").fetchall()
-    return {(r[0], int(r[1]), int(r[2]), r[3]) for r in rows}
+def _fts_rows(store: Store) -> set[tuple[int, int, str]]:
+    rows = store.backend.reader().execute("SELECT rowid, text FROM lines_fts").fetchall()
+    return {(int(r[0]) >> LINE_BITS, int(r[0]) & LINE_MASK, r[1]) for r in rows}
 
 
-def _expected_fts(state: IndexState) -> set[tuple[str, int, int, str]]:
-    """What the FTS table must hold: the non-blank body lines of every newest version."""
-    out = set()
-    for doc_id in state.doc_ids():
-        newest = state.newest(doc_id)
-        assert newest is not None
-        doc = state.document(newest)
-        out.update((doc_id, newest.version, i, text) for i, text in enumerate(doc.lines, 1)
-                   if text.strip() and not doc.is_front_matter_line(i))
-    return out
+def check_fts(store: Store) -> None:
+    """Every ever-active content has all its FTS rows or a place in the queue, never both,
+    never half; no other content has FTS rows.
+    """
+    conn = store.backend.reader()
+    ever = {int(cid): (str(text), int(front)) for cid, text, front in conn.execute(
+        "SELECT v.content_id, e.text, v.front_end FROM versions AS v JOIN events AS e ON e.seq = v.content_id"
+        " WHERE v.active_from IS NOT NULL").fetchall()}
+    queued = {int(r[0]) for r in conn.execute("SELECT content_id FROM fts_queue").fetchall()}
+    rows = _fts_rows(store)
+    indexed = {cid for cid, _line, _text in rows}
+    assert queued <= set(ever), "queued content that was never active"
+    assert not queued & indexed, "a content both queued and indexed"
+    lines = {cid: {(cid, rowid & LINE_MASK, text) for rowid, text in fts_rows(cid, *ever[cid])}
+             for cid in ever}
+    assert indexed | queued >= {cid for cid, want in lines.items() if want}, "a content lost"
+    assert indexed <= set(ever), "FTS rows of a content that was never active"
+    expected = set().union(*(lines[cid] for cid in indexed)) if indexed else set()
+    assert rows == expected, "FTS rows of a content are not exactly its lines"
 
 
-def _current(state: IndexState) -> dict[str, tuple[str, str]]:
+def check_derived(store: Store) -> None:
+    """The derived tables equal a rebuild of the same log (a fresh store fed the events)."""
+    conn = store.backend.reader()
+    tables = {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall())
+              for t in ("versions", "revocations", "field_lines", "terms")}
+    fresh = SqliteBackend(":memory:")
+    try:
+        fresh.create_schema()
+        copy = fresh.writer
+        copy.execute("BEGIN")
+        for e in store.events():
+            copy.execute("INSERT INTO events (seq, kind, doc_id, version, sha256, path, text, declared,"
+                         " reason, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'x')",
+                         (e.seq, e.kind, e.doc_id, e.version, e.sha256, e.path, e.text, int(e.declared),
+                          e.reason))
+        deriver = Deriver(copy, fresh, store.settings)
+        for e in store.events():
+            deriver.apply(e)
+        deriver.flush()
+        copy.execute("COMMIT")
+        again = {t: sorted(copy.execute(f"SELECT * FROM {t}").fetchall()) for t in tables}
+        assert tables == again, "derived tables differ from a rebuild of the log"
+    finally:
+        fresh.close()
+
+
+def _searchable(store: Store) -> set[tuple[str, int, str]]:
+    """(doc_id, line, text) of the FTS rows of currently active contents."""
+    rows = store.backend.reader().execute(
+        f"SELECT v.doc_id, f.rowid & {LINE_MASK}, f.text FROM lines_fts AS f"
+        f" JOIN versions AS v ON v.content_id = f.rowid >> {LINE_BITS}"
+        " WHERE v.active_from IS NOT NULL AND v.active_to IS NULL").fetchall()
+    return {(str(d), int(line), str(text)) for d, line, text in rows}
+
+
+def _current(state: IndexSnapshot) -> dict[str, tuple[str, str]]:
     out = {}
     for doc_id in state.doc_ids():
         newest = state.newest(doc_id)
         if newest is not None and not newest.revoked:
-            out[doc_id] = (newest.sha256, newest.text)
+            out[doc_id] = (newest.sha256, state.document(newest).text)
     return out
 
 
@@ -258,15 +319,17 @@ def test_sigkilled_indexer_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     try:
         final = store.scan(config)
         again = fresh.scan(config)
+        store.build_fts()
+        fresh.build_fts()
         assert _current(final.state) == _current(again.state)
         assert len(_current(final.state)) > FILES * 0.8
-        current = _current(final.state)
-        assert ({(d, line, text) for d, _v, line, text in _fts_rows(store) if d in current}
-                == {(d, line, text) for d, _v, line, text in _fts_rows(fresh)})
-        assert _fts_rows(store) == _expected_fts(store.state)
+        assert _searchable(store) == _searchable(fresh)
+        check_fts(store)
+        assert store.fts_pending() == 0
         assert _problems(final.evidence) == _problems(again.evidence)
         assert store.replay(store.event_count()).doc_ids() == store.state.doc_ids()
         check_log(store.events())
+        check_derived(store)
     finally:
         store.close()
         fresh.close()
@@ -287,7 +350,7 @@ class Interrupted(BaseException):
     """Stands in for a kill at a chosen point (a BaseException, like KeyboardInterrupt)."""
 
 
-@pytest.mark.parametrize("where", ["progress", "fts"])
+@pytest.mark.parametrize("where", ["progress", "derived"])
 def test_a_scan_interrupted_midway_commits_nothing_and_the_next_redoes_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
     config = _workspace(tmp_path)
@@ -296,8 +359,8 @@ def test_a_scan_interrupted_midway_commits_nothing_and_the_next_redoes_it(
         def stop(*_args: object) -> None:
             raise Interrupted
 
-        if where == "fts":
-            monkeypatch.setattr(Store, "_refresh_fts", stop)  # after the events were appended
+        if where == "derived":
+            monkeypatch.setattr(Deriver, "flush", stop)  # after the events were appended
             with pytest.raises(Interrupted):
                 store.scan(config)
             monkeypatch.undo()
@@ -305,11 +368,41 @@ def test_a_scan_interrupted_midway_commits_nothing_and_the_next_redoes_it(
             with pytest.raises(Interrupted):
                 store.scan(config, progress=stop)
         assert store.event_count() == 0 and store.state.doc_ids() == []
-        assert _fts_rows(store) == set()
+        assert store.fts_pending() == 0 and _fts_rows(store) == set()
         result = store.scan(config)
         assert len(result.events) == 5
-        assert _fts_rows(store) == _expected_fts(store.state)
-        assert {row[0] for row in _fts_rows(store)} == {f"doc{i}" for i in range(5)}
+        assert store.fts_pending() == 5
+        assert store.build_fts()
+        check_fts(store)
+        assert {d for d, _line, _text in _searchable(store)} == {f"doc{i}" for i in range(5)}
+    finally:
+        store.close()
+
+
+def test_an_interrupted_fts_batch_leaves_its_contents_queued(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = _workspace(tmp_path)
+    store = Store.for_config(config)
+    try:
+        store.scan(config)
+        calls = []
+
+        def stop_second(self: SqliteBackend, conn: object, rows: object) -> None:
+            calls.append(1)
+            if len(calls) == 2:
+                raise Interrupted
+            real(self, conn, rows)  # type: ignore[arg-type]
+
+        real = SqliteBackend.fts_insert
+        monkeypatch.setattr(SqliteBackend, "fts_insert", stop_second)
+        with pytest.raises(Interrupted):
+            store.build_fts(batch=2)
+        monkeypatch.undo()
+        assert store.fts_pending() == 3  # the first batch committed, the second rolled back
+        check_fts(store)
+        assert not store.snapshot().search_complete
+        assert store.build_fts() and store.snapshot().search_complete
+        check_fts(store)
     finally:
         store.close()
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from grounding_core.config import Config
 from grounding_core.drafts import HEX_RE, ID_RE, parse_definition, parse_json_answer, parse_markdown
-from grounding_core.state import Event, IndexState
+from grounding_core.state import Event, IndexState, MemorySnapshot
 from grounding_core.text import LineIndex, split_lines, split_lines_keepends
 from grounding_core.verify import check_draft
 from server.positions import PositionCodec
@@ -214,7 +214,7 @@ def test_positions_round_trip_between_utf16_and_utf8(lines: list[str], encoding:
 
 TODAY = dt.date(2026, 5, 1)
 SHA = sha256(SCHEDULE)
-STATE = IndexState().apply([Event(1, "import", "schedule", 1, SHA, "schedule.md", SCHEDULE)])
+STATE = MemorySnapshot(IndexState().apply([Event(1, "import", "schedule", 1, SHA, "schedule.md", SCHEDULE)]))
 CONFIG = Config(root=Path("/nonexistent-workspace"))
 
 DRAFT_LINES = [

@@ -1,32 +1,76 @@
 """Hypothesis properties of the Markdown and YAML front-matter parsers on hostile shapes
 (issue 13 "done when": deep brackets, floods of ``[^``, NULs, U+3000, merge keys).
 
+- growth: the draft parser is near-linear on runs of any hostile unit: parsing 2n copies
+  takes at most 3x as long as n copies (best of five interleaved CPU times; a ratio, never a
+  wall-clock limit; a ratio above 3x must recur from 2n to 4n, so one noisy sample on a
+  loaded machine does not fail it; bench/run.py reports the worst unit's ratio);
 - parsers never raise on hostile input, and every reference ends as a claim, with a
   finding when it is unusable;
 - a label holding whitespace or a format character is reported, and its neighbours are
   parsed exactly as if it were valid;
 - front matter with a merge key, deep brackets, NULs or U+3000 is either parsed or refused
   with ``invalid-front-matter`` / ``malformed-citation``, never ignored, never a crash.
-
-Parse-time growth on hostile runs is a bench row (``bench/run.py``, hostile drafts), never
-a timed test.
 """
 
 from __future__ import annotations
 
+import gc
+import time
+
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from grounding_core.drafts import label_problem, parse_markdown
 from grounding_core.evidence import EvidenceError, parse_front_matter
 from grounding_core.text import split_lines
 
+GROWTH = settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 
 HOSTILE = ["[^", "[", "]", "^", "\\", "`", " ", "\u3000", "\t", "\0", "a", "1", "𠮷", "🎉", "。", ".",
            "<", ">", "*", "_", "~~", "[^1]", "[^a\u3000b]", "<div>", "<!--", "-->", "\r\n", "\n"]
 DEFINITION = '\n\n[^1]: schedule@1:6 sha256:0123456789ab "- 活动时间：周四16:30"\n'
+
+units = st.lists(st.sampled_from(HOSTILE), min_size=1, max_size=6).map("".join)
+
+
+def parse_seconds(*texts: str) -> list[float]:
+    """Best of five CPU times of this process for each text (other processes' load does not
+    count). Samples interleave the texts, after one warm-up parse of each (caches, and the
+    memory the largest needs), with the garbage collector paused.
+    """
+    for text in texts:
+        parse_markdown(text)
+    best = [float("inf")] * len(texts)
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(5):
+            for i, text in enumerate(texts):
+                started = time.process_time()
+                parse_markdown(text)
+                best[i] = min(best[i], time.process_time() - started)
+    finally:
+        gc.enable()
+    return best
+
+
+@GROWTH
+@given(units)
+@example("<!--`11<\r\n")  # html.parser retried every unterminated comment (found by CI)
+def test_parsing_twice_as_much_hostile_text_takes_at_most_three_times_as_long(unit: str) -> None:
+    def draft(copies: int) -> str:
+        return "活动时间是" + unit * copies + "周四16:30[^1]。" + DEFINITION
+
+    n = max(1, 40_000 // len(unit))
+    small, large = parse_seconds(draft(n), draft(2 * n))
+    assume(small > 0.002)  # below this the ratio is timer noise
+    if large > 3 * small:  # a real superlinear parse grows again from 2n to 4n; a noisy sample does not
+        again, larger = parse_seconds(draft(2 * n), draft(4 * n))
+        assert larger <= 3 * again, (f"{unit!r}: {small * 1e3:.1f} ms -> {large * 1e3:.1f} ms,"
+                                     f" then {again * 1e3:.1f} ms -> {larger * 1e3:.1f} ms")
 
 
 @FUZZ

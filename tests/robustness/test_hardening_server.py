@@ -6,9 +6,9 @@ Each opens every carrier of its kind (a ``query`` context, a ``log`` context, a 
 next to an ordinary draft, waits for each draft's diagnostics (bounded waits, no sleeps),
 then checks that the server still answers and exits cleanly.
 
-A NUL in a ``query`` reaches SQLite's FTS5 query parser ("unterminated string"), and a query
-of 200,000 terms becomes one FTS5 expression too deep for SQLite; the fix belongs in
-``store.search``, which the index helper owns, so those two tests are marked xfail.
+A NUL in a ``query`` once reached SQLite's FTS5 query parser ("unterminated string"), and a
+query of 200,000 terms became one FTS5 expression too deep for SQLite; ``store.search`` now
+quotes every term, drops NULs and caps the number of terms.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import asyncio
 import json
 from pathlib import Path
 
-import pytest
 from lsprotocol import types
 
 from tests.support import lsp as harness
@@ -71,7 +70,6 @@ async def every_draft_is_diagnosed(tmp_path: Path, drafts: dict[str, str], files
         assert await harness.stop(client) == 0
 
 
-@pytest.mark.xfail(reason="index helper owns store.search", strict=False)
 async def test_nul_in_a_query_context(tmp_path: Path) -> None:
     await every_draft_is_diagnosed(tmp_path, {
         "answers/q-nul.md": markdown('{query: "活动\\0时间"}'),
@@ -131,7 +129,6 @@ async def test_huge_strings(tmp_path: Path) -> None:
                                                  "text": "活" * 5_000_000}]}, ensure_ascii=False)})
 
 
-@pytest.mark.xfail(reason="index helper owns store.search", strict=False)
 async def test_huge_query_of_many_terms(tmp_path: Path) -> None:
     """200,000 terms once became one FTS5 expression ("Expression tree is too large")."""
     await every_draft_is_diagnosed(tmp_path, {

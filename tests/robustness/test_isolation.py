@@ -123,6 +123,11 @@ def test_grounding_check_gives_the_same_report_without_a_network(
         target = tmp_path / name
         shutil.copytree(EXAMPLES, target, symlinks=True,
                         ignore=shutil.ignore_patterns(".grounding"))
+        # output tokens are counted for drafts that declare a budget (SPEC §8): declare one
+        budgeted = (target / "answers" / "open-day.md").read_text(encoding="utf-8")
+        (target / "answers" / "open-day-budget.md").write_text(budgeted.replace(
+            'context: {units: ["schedule@2"]}', 'context: {units: ["schedule@2"], reserve: 240}'),
+            encoding="utf-8")
         copies.append(target)
     command = [PYTHON, "-m", "grounding.cli", "check", "--format", "json"]
     online = subprocess.run([*command, "--root", str(copies[0])], env=SERVER_ENV,

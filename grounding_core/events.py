@@ -1,0 +1,34 @@
+"""The event log's entries (SPEC §4): the single source of truth of the index.
+
+``replay(n)`` is the state after the events with ``seq <= n``; every derived table of the
+store (``grounding_core.store``) and the in-memory oracle (``grounding_core.state``) are
+functions of this log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+EventKind = Literal["import", "revoke"]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One entry of the append-only log (SPEC §4).
+
+    ``import``: a version's full text (BOM removed) and the sha256 of its raw bytes;
+    ``declared`` tells whether front matter declared the version. ``revoke``: the version
+    stops being active (``reason``: ``deleted``, ``status: revoked``, ...). ``seq`` is the
+    1-based position in the log (0 for an event not appended yet).
+    """
+
+    seq: int
+    kind: EventKind
+    doc_id: str
+    version: int
+    sha256: str = ""
+    path: str = ""
+    text: str = ""
+    declared: bool = False
+    reason: str = ""

@@ -1,0 +1,435 @@
+"""Finding and reading evidence files for a scan (SPEC §2, §3, §4); no database access.
+
+- :func:`walk_evidence` lists every evidence file (a full walk); :func:`resolve_paths` looks
+  at only the paths a file watcher named. Both apply the same rules: ``.git`` and
+  ``.grounding`` are never walked, symlinked folders are not followed, a symlink to a file
+  inside the root is indexed under its target, one outside is refused and never read, and a
+  file reached twice (hard links) is indexed once, under the path that sorts first. A path
+  too long for the system (``PATH_MAX``) or a folder that cannot be listed is reported, never
+  skipped silently.
+- :class:`StatKey` is what decides whether a file is re-read: size, mtime, ctime and inode
+  (ctime catches ``cp -p``, ``rsync -a`` and ``tar x``, which restore mtime).
+- :func:`read_stable` reads a file only when it did not change during the read (the stat key
+  of the open file before and after agree and the size matches the bytes read), retrying a
+  few times; a file that keeps changing is reported *unstable* and not indexed from that read.
+- A file changed within the last :data:`SETTLE_NS` is not read until it has been quiet that
+  long: a writer that pauses between chunks leaves a consistent but half-written file, and a
+  same-size rewrite inside one timestamp tick (git's "racy" entries) would leave the stat key
+  unchanged; after the window every later write gets a later timestamp. The scan waits for
+  such files up to a budget, then reports them unstable (docs/decisions.md, "Index").
+- :func:`choose` applies the duplicate-doc-id rule of SPEC §3 to one doc_id's files.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import re
+import stat as stat_mod
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from .config import Config
+from .model import Finding, Location, Span
+
+SETTLE_NS = 100_000_000
+"""A file is read once its mtime and ctime are at least this old (ns): longer than a file
+system timestamp tick (1-10 ms on Linux) and than the pauses of writers that save in chunks."""
+
+COARSE_SETTLE_NS = 2_000_000_000
+"""On file systems with whole-second timestamps (FAT, HFS+, some network mounts) a fresh file
+is not waited for: it is read now and its row stored with an impossible size, so the next
+scan reads it again."""
+
+SETTLE_BUDGET_S = 1.0
+"""How long one scan waits, in total, for fresh files to settle (then they are unstable)."""
+
+READ_ATTEMPTS = 4
+"""Reads of a file that changes while it is read, before it is reported unstable."""
+
+READ_BACKOFF_S = 0.05
+"""Pause before each retry of an unstable read (doubling)."""
+
+SKIP_DIRS = (".git", ".grounding")
+
+
+class StatKey(NamedTuple):
+    """What decides that a file must be re-read (SPEC §4): size, mtime, ctime, inode.
+
+    A named tuple: a warm walk makes one per file.
+    """
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> StatKey:
+        return cls(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+    def settles_at(self) -> int:
+        """The time (ns) from which the file counts as settled if it does not change.
+
+        Based on ctime, which the kernel sets on every change and no tool can restore
+        (mtime may be set to anything, even the future).
+        """
+        return self.ctime_ns + (COARSE_SETTLE_NS if self.coarse else SETTLE_NS)
+
+    def fresh(self, now_ns: int) -> bool:
+        """Changed too recently to be read (see the module docstring). A ctime more than a
+        second ahead of the clock (the clock was set back) counts as settled.
+        """
+        return now_ns < self.settles_at() and self.ctime_ns <= now_ns + 1_000_000_000
+
+    @property
+    def coarse(self) -> bool:
+        """Whole-second timestamps: the file system's clock is coarse."""
+        return self.ctime_ns % 1_000_000_000 == 0
+
+
+class Candidate(NamedTuple):
+    """An evidence file to look at: its absolute path and the stat of what will be read."""
+
+    path: str
+    key: StatKey
+
+
+@dataclass
+class Listing:
+    """What a walk (or a watcher's paths) found, relative to the evidence root.
+
+    ``candidates``: files to index; ``refused``: paths reported and never read (outside the
+    root, unlistable, too long); ``removed``: rows to drop when absent from ``candidates``
+    (a full walk: every row; paths: the given paths and folders under them); ``full``: a
+    full walk.
+    """
+
+    candidates: dict[str, Candidate] = field(default_factory=dict)
+    refused: dict[str, Finding] = field(default_factory=dict)
+    gone: set[str] = field(default_factory=set)
+    gone_prefixes: set[str] = field(default_factory=set)
+    full: bool = True
+
+
+def file_finding(name: str, message: str, hint: str = "", line: int = 1) -> Finding:
+    """A finding on an evidence file (at the start of ``line``, 1-based)."""
+    return Finding(name, Span(line - 1, 0, line - 1, 0), message, hint=hint)
+
+
+def _too_long(rel: str) -> Finding:
+    return file_finding(
+        "unreadable-evidence",
+        "the path is longer than the system allows (PATH_MAX); the file was not read",
+        "Move the file to a shorter path inside the evidence folder.")
+
+
+def walk_evidence(config: Config) -> Listing:
+    """List evidence files (SPEC §2): a full walk of the evidence root (see module docstring)."""
+    listing = Listing(full=True)
+    root = config.evidence_root
+    _walk(config, root, "", listing)
+    return listing
+
+
+def _walk(config: Config, top: Path, top_rel: str, listing: Listing) -> None:
+    root = config.evidence_root
+    root_len = len(str(root))
+    inodes: dict[tuple[int, int], str] = {}
+
+    def failed(err: OSError) -> None:
+        where = str(err.filename or top)
+        rel = where[root_len:].lstrip(os.sep).replace(os.sep, "/")
+        if err.errno == errno.ENAMETOOLONG:
+            listing.refused[rel] = _too_long(rel)
+        elif err.errno != errno.ENOENT:
+            listing.refused[rel] = file_finding(
+                "unreadable-evidence", f"cannot list this folder: {err.strerror}; its files were not read")
+
+    matches = evidence_matcher(config)
+    stack = [(str(top), top_rel + "/" if top_rel else "")]
+    while stack:  # os.scandir, depth first in name order (os.walk with string paths costs more)
+        folder, prefix = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            if exc.filename is None:
+                exc.filename = folder
+            failed(exc)
+            continue
+        subfolders = []
+        for entry in entries:
+            name = entry.name
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_dir = False
+            if is_dir:
+                if name not in SKIP_DIRS:
+                    subfolders.append((entry.path, prefix + name + "/"))
+                continue
+            rel = prefix + name
+            if matches(rel):
+                _consider(config, root, entry.path, rel, listing, inodes, entry)
+        stack.extend(reversed(subfolders))
+
+
+_SIMPLE_GLOB = re.compile(r"(?:\*\*/)?\*(\.[A-Za-z0-9_-]+)")
+
+
+def evidence_matcher(config: Config) -> Callable[[str], bool]:
+    """``config.evidence_matches`` (SPEC §2 globs), with a fast path for the usual globs:
+    when every glob is ``**/*.EXT`` or ``*.EXT`` (gitignore semantics: any depth), a path
+    matches exactly when its name ends with one of the extensions (compared with the
+    configured matcher in tests/core/test_scan_rules.py).
+    """
+    suffixes = []
+    for glob in config.evidence_globs:
+        match = _SIMPLE_GLOB.fullmatch(glob)
+        if match is None:
+            return config.evidence_matches
+        suffixes.append(match[1])
+    ends = tuple(suffixes)
+    return lambda rel: rel.endswith(ends)
+
+
+def _consider(config: Config, root: Path, full: str, rel: str, listing: Listing,
+              inodes: dict[tuple[int, int], str], entry: os.DirEntry[str] | None = None) -> None:
+    """Add one path (a file or a symlink; ``full`` is its absolute path) to ``listing``."""
+    try:
+        lst = entry.stat(follow_symlinks=False) if entry is not None else os.lstat(full)
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            listing.refused[rel] = _too_long(rel)
+        return
+    target = full
+    if not stat_mod.S_ISLNK(lst.st_mode):
+        st = lst
+    else:
+        try:
+            resolved = Path(os.path.realpath(full, strict=True))
+        except OSError:
+            listing.refused[rel] = file_finding("unreadable-evidence", "symlink is broken or loops; not read")
+            return
+        if not resolved.is_relative_to(root):
+            listing.refused[rel] = file_finding(
+                "unreadable-evidence",
+                f"symlink points outside the evidence root ({resolved}); refused, never read",
+                "Copy the document into the evidence folder instead of linking to it.")
+            return
+        rel_target = resolved.relative_to(root).as_posix()
+        if any(part in SKIP_DIRS for part in rel_target.split("/")):
+            return
+        rel = rel_target
+        target = str(resolved)
+        try:
+            st = os.stat(target)
+        except OSError:
+            return
+    if not stat_mod.S_ISREG(st.st_mode):
+        return
+    key = (st.st_dev, st.st_ino)
+    if key in inodes and inodes[key] != rel:
+        if rel < inodes[key]:
+            del listing.candidates[inodes[key]]
+        else:
+            return
+    inodes[key] = rel
+    listing.candidates[rel] = Candidate(target, StatKey.of(st))
+
+
+def resolve_paths(config: Config, paths: Iterable[str]) -> Listing:
+    """Look only at ``paths`` (relative to the evidence root, ``/``-separated, as a file
+    watcher names them): files, folders (walked) and paths that no longer exist (their rows,
+    and rows under them when they were folders, are dropped). Paths outside the root, under
+    ``.git``/``.grounding`` or below a symlinked folder are ignored, as a walk would.
+    """
+    listing = Listing(full=False)
+    root = config.evidence_root
+    inodes: dict[tuple[int, int], str] = {}
+    for raw in sorted(set(paths)):
+        rel = raw.replace(os.sep, "/").strip("/")
+        while rel.startswith("./"):
+            rel = rel[2:]
+        parts = rel.split("/") if rel else []
+        if not parts or any(p in ("", ".", "..") for p in parts) or any(p in SKIP_DIRS for p in parts):
+            continue
+        full = root.joinpath(*parts)
+        if _under_symlinked_folder(root, parts):
+            listing.gone.add(rel)
+            listing.gone_prefixes.add(rel + "/")
+            continue
+        try:
+            lst = os.lstat(full)
+        except OSError as exc:
+            if exc.errno == errno.ENAMETOOLONG:
+                listing.refused[rel] = _too_long(rel)
+                continue
+            listing.gone.add(rel)
+            listing.gone_prefixes.add(rel + "/")
+            continue
+        if stat_mod.S_ISDIR(lst.st_mode):
+            listing.gone_prefixes.add(rel + "/")
+            _walk(config, full, rel, listing)
+        elif config.evidence_matches(rel):
+            listing.gone.add(rel)  # dropped unless it is (still) a candidate
+            _consider(config, root, str(full), rel, listing, inodes)
+    return listing
+
+
+def _under_symlinked_folder(root: Path, parts: Sequence[str]) -> bool:
+    here = root
+    for part in parts[:-1]:
+        here = here / part
+        try:
+            if stat_mod.S_ISLNK(os.lstat(here).st_mode):
+                return True
+        except OSError:
+            return False
+    return False
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+class Unstable(Exception):
+    """The file kept changing while it was read (SPEC §4); nothing was indexed from it."""
+
+
+def read_stable(path: str | Path, attempts: int = READ_ATTEMPTS) -> tuple[bytes, StatKey]:
+    """The file's bytes and the stat key they belong to, read while it did not change.
+
+    Raises :class:`Unstable` after ``attempts`` reads that each saw a change, and ``OSError``
+    (``FileNotFoundError`` when it vanished) from the file system.
+    """
+    pause = READ_BACKOFF_S
+    for attempt in range(attempts):
+        with open(path, "rb") as handle:
+            before = StatKey.of(os.fstat(handle.fileno()))
+            data = handle.read()
+            after = StatKey.of(os.fstat(handle.fileno()))
+        if before == after and after.size == len(data):
+            try:
+                now = StatKey.of(os.stat(path))
+            except FileNotFoundError:
+                now = after  # renamed away after the read: the bytes were stable
+            if now.inode != after.inode or now == after:
+                return data, after
+        if attempt + 1 < attempts:
+            time.sleep(pause)
+            pause *= 2
+    raise Unstable(str(path))
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def now_ns() -> int:
+    return time.time_ns()
+
+
+# -- duplicate doc ids (SPEC §3) -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FileRow:
+    """What the store keeps of one evidence path (relative to the evidence root).
+
+    ``size`` -1 marks a row that must be re-read at the next scan (refused, unstable, or fresh
+    on a coarse clock); ``sha256`` "" marks a path that was never read (refused).
+    ``findings`` are the file's evidence findings as stored (JSON-ready dicts).
+    """
+
+    path: str
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+    sha256: str
+    doc_id: str | None
+    declared_version: int | None
+    problem: dict[str, Any] | None
+    findings: tuple[dict[str, Any], ...] = ()
+
+    def matches(self, key: StatKey) -> bool:
+        return self.size >= 0 and StatKey(self.size, self.mtime_ns, self.ctime_ns, self.inode) == key
+
+    def same_file(self, other: FileRow | None) -> bool:
+        """Equal as far as indexing goes (everything but the findings)."""
+        return other is not None and (self.path, self.size, self.mtime_ns, self.ctime_ns, self.inode,
+                                      self.sha256, self.doc_id, self.declared_version,
+                                      self.problem) == (
+            other.path, other.size, other.mtime_ns, other.ctime_ns, other.inode, other.sha256,
+            other.doc_id, other.declared_version, other.problem)
+
+    @property
+    def indexable(self) -> bool:
+        return self.doc_id is not None and self.problem is None
+
+    @property
+    def read(self) -> bool:
+        """False for a refused path (never read)."""
+        return self.sha256 != ""
+
+
+def finding_dict(f: Finding) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": f.name, "message": f.message, "line": f.span.start_line + 1}
+    if f.hint:
+        out["hint"] = f.hint
+    if f.related:
+        out["related"] = [[r.path, r.line, r.message] for r in f.related]
+    return out
+
+
+def finding_of(d: dict[str, Any]) -> Finding:
+    line = max(int(str(d.get("line", 1))) - 1, 0)
+    span = Span(line, 0, line, 3) if d["name"] in ("duplicate-doc-id", "version-reuse") else Span(line, 0, line, 0)
+    related = tuple(Location(str(r[0]), int(r[1]), str(r[2] or "")) for r in d.get("related", ()))
+    return Finding(str(d["name"]), span, str(d["message"]), hint=str(d.get("hint", "")), related=related)
+
+
+def choose(doc_id: str, group: list[FileRow], display: Any) -> tuple[dict[int | None, str], dict[str, list[Finding]]]:
+    """SPEC §3 duplicate rule for one doc_id's indexable files.
+
+    Returns ``{declared version or None: chosen path}`` and ``{path: duplicate-doc-id
+    findings}``. ``display`` maps a path relative to the evidence root to one relative to the
+    workspace root (for messages).
+    """
+    group = sorted(group, key=lambda r: r.path)
+    chosen: dict[int | None, str] = {}
+    findings: dict[str, list[Finding]] = {}
+    if len(group) == 1:
+        chosen[group[0].declared_version] = group[0].path
+        return chosen, findings
+    if any(r.declared_version is None for r in group):
+        dup_sets = [group]
+    else:
+        by_version: dict[int | None, list[FileRow]] = {}
+        for r in group:
+            by_version.setdefault(r.declared_version, []).append(r)
+        dup_sets = []
+        for version, same in by_version.items():
+            if len(same) == 1:
+                chosen[version] = same[0].path
+            else:
+                dup_sets.append(same)
+    for same in dup_sets:
+        first = same[0]
+        chosen[first.declared_version] = first.path
+        for r in same:
+            others = [o for o in same if o is not r]
+            kept = "this file is indexed" if r is first else f"only {display(first.path)} is indexed"
+            findings.setdefault(r.path, []).append(Finding(
+                "duplicate-doc-id", Span(0, 0, 0, 3),
+                f"doc_id {doc_id!r} is also claimed by " + ", ".join(display(o.path) for o in others)
+                + f" without distinct declared versions; {kept}",
+                hint="Give each file its own doc_id, or declare distinct 'version' values.",
+                related=tuple(Location(display(o.path), 1) for o in others),
+            ))
+    return chosen, findings

@@ -1,0 +1,772 @@
+"""The SQL implementation of :class:`~grounding_core.index.IndexSnapshot` (SPEC §3, §4, §7).
+
+A :class:`SqlSnapshot` is ``replay(seq)`` read from the store's derived tables
+(``grounding_core.derived``): every query filters rows by the seq ranges they hold for, so a
+snapshot needs no rebuild, no copy of the corpus and no lock; it reads through the calling
+thread's own connection. Its caches hold only what checks asked for (records of the doc_ids
+looked up, summaries of the conflict keys checked, known-term verdicts) and are bounded; the
+store hands them on to the next snapshot minus what the new events touched.
+
+Every string from a draft that reaches SQL goes through :func:`sql_text`: a string holding a
+NUL or a lone surrogate (possible in a JSON answer) cannot equal any indexed text, so the
+lookup answers "nothing" without asking the database.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar, cast
+
+from .derived import parse_content
+from .events import Event
+from .evidence import EvidenceDocument, FrontMatter, parse_field_line
+from .index import (
+    ConflictKey,
+    IndexSnapshot,
+    IndexStats,
+    KeyedLine,
+    KeySummary,
+    LineIdentity,
+    ParseSettings,
+    SearchHit,
+    ValueGroup,
+    VersionRecord,
+)
+from .sqlite_backend import FIELD_HEAD, SqliteBackend, fts_string, text_hash
+from .text import VALUE_TRAILING_PUNCTUATION, normalize, split_lines
+
+T = TypeVar("T")
+
+CACHE_ENTRIES = 4096
+"""Entries per snapshot cache (versions by doc_id, key summaries, term verdicts)."""
+
+DOCUMENT_CACHE_CHARS = 8_000_000
+"""Parsed documents kept per store, by text size in code points (about 8 MB of text)."""
+
+GRAM_CHUNK = 20_000
+
+SHORT_SENTENCE = 2000
+"""Sentences up to this many code points have their candidate terms filtered by SQLite."""
+"""Anchors sent per candidate-term query (a 1 MB sentence has up to 2M distinct grams)."""
+
+PUNCTUATION = VALUE_TRAILING_PUNCTUATION
+TOP = "\U0010ffff"
+
+
+MAX_SEARCH_TERMS = 64
+"""Distinct whitespace-separated terms a search uses (the rest are ignored)."""
+MAX_SEARCH_GRAMS = 256
+"""Distinct trigrams an ``any_term`` search ORs together (FTS5 expression depth stays bounded)."""
+
+
+def sql_text(text: str) -> str | None:
+    """``text`` when it can reach SQL; None when it holds NUL or a lone surrogate, which no
+    indexed string holds (evidence with NUL is unreadable; indexed text is valid UTF-8).
+    """
+    if "\x00" in text:
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return text
+
+
+def search_text(text: str) -> str:
+    """``text`` with NUL and lone surrogates replaced by spaces (search terms split there)."""
+    if "\x00" in text:
+        text = text.replace("\x00", " ")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = "".join(" " if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+    return text
+
+
+def _date(value: object) -> dt.date | None:
+    return dt.date.fromisoformat(str(value)) if value else None
+
+
+class DocumentCache:
+    """Parsed documents by content_id (or any key), least recently used first out, bounded by
+    text size.
+
+    Contents never change (a content_id is one import event), so entries never go stale.
+    Thread-safe.
+    """
+
+    def __init__(self, limit: int = DOCUMENT_CACHE_CHARS) -> None:
+        self.limit = limit
+        self._docs: OrderedDict[Hashable, EvidenceDocument] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, content_id: Hashable) -> EvidenceDocument | None:
+        with self._lock:
+            doc = self._docs.get(content_id)
+            if doc is not None:
+                self._docs.move_to_end(content_id)
+            return doc
+
+    def discard(self, content_id: Hashable) -> None:
+        with self._lock:
+            doc = self._docs.pop(content_id, None)
+            if doc is not None:
+                self._size -= len(doc.text)
+
+    def put(self, content_id: Hashable, doc: EvidenceDocument) -> None:
+        with self._lock:
+            if content_id in self._docs:
+                return
+            self._docs[content_id] = doc
+            self._size += len(doc.text)
+            while self._size > self.limit and len(self._docs) > 1:
+                _, old = self._docs.popitem(last=False)
+                self._size -= len(old.text)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._docs.clear()
+            self._size = 0
+
+
+class SnapshotSource(Protocol):
+    """What a snapshot needs of its store."""
+
+    backend: SqliteBackend
+    settings: ParseSettings
+    documents: DocumentCache
+    derivation: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Summary:
+    """A key's values without the cited-first ordering: (normalized, spelled, count, first
+    sources in identity order) per value, in order of first source.
+    """
+
+    total: int
+    values: tuple[tuple[str, str, int, tuple[KeyedLine, ...]], ...]
+    plain: list[KeySummary] = field(default_factory=list, compare=False)
+    """The :class:`KeySummary` without cited lines, made on first use (one object per key)."""
+
+
+@dataclass
+class SnapshotCaches:
+    """Bounded caches of one snapshot; :meth:`inherit` passes them to a later snapshot."""
+
+    versions: dict[str, dict[int, VersionRecord]] = field(default_factory=dict)
+    summaries: dict[tuple[ConflictKey, dt.date, int], _Summary] = field(default_factory=dict)
+    terms: dict[tuple[str, dt.date], bool] = field(default_factory=dict)
+    known: dict[tuple[str, dt.date], str | None] = field(default_factory=dict)
+    memos: dict[Hashable, object] = field(default_factory=dict)
+    """:meth:`SqlSnapshot.memo` values (never inherited: they may depend on anything)."""
+
+    def inherit(self, doc_ids: set[str], keys: set[ConflictKey] | None,
+                terms: set[str] | None = None) -> SnapshotCaches:
+        """The caches for a later snapshot: entries of ``doc_ids``, ``keys`` and ``terms``
+        dropped, and known-term answers for sentences holding a changed term (``keys`` None:
+        every summary and term answer dropped).
+        """
+        versions = {d: v for d, v in self.versions.items() if d not in doc_ids}
+        if keys is None or terms is None:
+            return SnapshotCaches(versions, {}, {})
+        summaries = {k: v for k, v in self.summaries.items() if k[0] not in keys}
+        verdicts = {k: v for k, v in self.terms.items() if k[0] not in terms}
+        changed = [t for t in terms if len(t) >= 2]
+        known = {k: v for k, v in self.known.items() if not any(t in k[0] for t in changed)}
+        return SnapshotCaches(versions, summaries, verdicts, known)
+
+
+def _put(cache: dict, key: object, value: object) -> None:  # type: ignore[type-arg]
+    if len(cache) >= CACHE_ENTRIES:
+        cache.clear()
+    cache[key] = value
+
+
+class SqlSnapshot(IndexSnapshot):
+    """``replay(seq)`` of one store, read from its derived tables (see module docstring)."""
+
+    def __init__(self, source: SnapshotSource, seq: int, caches: SnapshotCaches | None = None) -> None:
+        self._source = source
+        self.seq = seq
+        self.generation = seq * 1_000_003 + source.derivation
+        self.settings = source.settings
+        self._caches = caches or SnapshotCaches()
+        self._meta = tuple(source.settings.meta_fields)
+        self._search_complete = False
+        self._reading = threading.local()
+
+    @property
+    def caches(self) -> SnapshotCaches:
+        return self._caches
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        return self._source.backend.reader()
+
+    def _rows(self, sql: str, params: Iterable[object] = ()) -> list[tuple[object, ...]]:
+        return self._conn().execute(sql, tuple(params)).fetchall()
+
+    def _active(self, today: dt.date, alias: str = "v") -> tuple[str, tuple[object, ...]]:
+        """SQL condition: ``alias`` (a versions row) is active at (seq, today) (SPEC §3)."""
+        n, day = self.seq, today.isoformat()
+        return (f"{alias}.active_from <= ? AND ({alias}.active_to IS NULL OR {alias}.active_to > ?)"
+                f" AND ({alias}.effective_from IS NULL OR {alias}.effective_from <= ?)"
+                f" AND ({alias}.effective_until IS NULL OR {alias}.effective_until >= ?)",
+                (n, n, day, day))
+
+    def _not_meta(self, alias: str = "f") -> tuple[str, tuple[object, ...]]:
+        if not self._meta:
+            return "1 = 1", ()
+        return f"{alias}.field NOT IN ({', '.join('?' for _ in self._meta)})", self._meta
+
+    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+        memos = self._caches.memos
+        if key in memos:
+            return cast(T, memos[key])
+        value = compute()
+        _put(memos, key, value)
+        return value
+
+    @contextmanager
+    def reading(self) -> Iterator[IndexSnapshot]:
+        """One read transaction for the duration (re-entrant per thread): a rebuild of the
+        derived tables (a settings change) is never seen half-done.
+        """
+        depth = getattr(self._reading, "depth", 0)
+        conn = self._conn()
+        if depth == 0 and not conn.in_transaction:
+            conn.execute("BEGIN")
+            opened = True
+        else:
+            opened = False
+        self._reading.depth = depth + 1
+        try:
+            yield self
+        finally:
+            self._reading.depth = depth
+            if opened and conn.in_transaction:
+                conn.execute("COMMIT")
+
+    # -- versions ------------------------------------------------------------------------------
+
+    def versions(self, doc_id: str) -> Mapping[int, VersionRecord]:
+        cached = self._caches.versions.get(doc_id)
+        if cached is not None:
+            return cached
+        safe = sql_text(doc_id)
+        found = self._load_versions(safe) if safe is not None else {}
+        _put(self._caches.versions, doc_id, found)
+        return found
+
+    def _load_versions(self, doc_id: str) -> dict[int, VersionRecord]:
+        n = self.seq
+        rows = self._rows(
+            "SELECT v.content_id, v.version, v.sha256, v.path, v.declared, v.status,"
+            " v.effective_from, v.effective_until, v.title, v.subject, v.line_count,"
+            " v.first_sha256, v.current_to, v.front_end,"
+            " (SELECT r.seq FROM revocations AS r WHERE r.content_id = v.content_id AND r.seq <= ?"
+            "  ORDER BY r.seq DESC LIMIT 1),"
+            " (SELECT r.reason FROM revocations AS r WHERE r.content_id = v.content_id AND r.seq <= ?"
+            "  ORDER BY r.seq DESC LIMIT 1)"
+            " FROM versions AS v WHERE v.doc_id = ? AND v.content_id <= ? ORDER BY v.version, v.content_id",
+            (n, n, doc_id, n))
+        history: dict[int, list[str]] = {}
+        out: dict[int, VersionRecord] = {}
+        for r in rows:
+            version = int(str(r[1]))
+            history.setdefault(version, []).append(str(r[2]))
+            current_to = r[12]
+            if current_to is not None and int(str(current_to)) <= n:
+                continue  # replaced by a later import of this version
+            content_id = int(str(r[0]))
+            revoked_at = r[14]
+            shas = history[version]
+            previous: list[str] = []
+            for old, new in zip(shas, shas[1:], strict=False):
+                if old != new and old not in previous:
+                    previous.append(old)
+            out[version] = VersionRecord(
+                doc_id=doc_id, version=version, sha256=str(r[2]), path=str(r[3]),
+                declared=bool(r[4]), content_id=content_id, revoked=revoked_at is not None,
+                reason=str(r[15]) if revoked_at is not None else "",
+                seq=max(content_id, int(str(revoked_at)) if revoked_at is not None else 0),
+                previous_shas=tuple(previous), status=str(r[5]),
+                effective_from=_date(r[6]), effective_until=_date(r[7]), title=str(r[8]),
+                subject=str(r[9]) or None, line_count=int(str(r[10])), first_sha256=str(r[11]),
+                front_end=int(str(r[13])),
+            )
+        return out
+
+    def document(self, record: VersionRecord) -> EvidenceDocument:
+        """The version's text as a parsed document, from the bounded cache or the log.
+
+        A record read from this store carries its front-matter facts, so the document is
+        rebuilt from them and the split lines without running YAML again; any other record
+        is parsed from its text (:func:`grounding_core.derived.parse_content`).
+        """
+        docs = self._source.documents
+        doc = docs.get(record.content_id)
+        if doc is None:
+            row = self._conn().execute(
+                "SELECT seq, kind, doc_id, version, sha256, path, text, declared, reason FROM events"
+                " WHERE seq = ?", (record.content_id,)).fetchone()
+            if row is None or row[1] != "import":
+                raise KeyError(f"{record.doc_id}@{record.version}: no content {record.content_id}")
+            event = Event(int(row[0]), "import", str(row[2]), int(row[3]), str(row[4]), str(row[5]),
+                          str(row[6]), bool(row[7]))
+            if record.front_end >= 0 and record.line_count >= 0:
+                settings = self.settings
+                front = FrontMatter(
+                    end_line=record.front_end, doc_id=record.doc_id,
+                    subject=record.subject, title=record.title or None,
+                    version=record.version if record.declared else None, status=record.status,
+                    effective_from=record.effective_from, effective_until=record.effective_until)
+                doc = EvidenceDocument(
+                    path=event.path, sha256=event.sha256, text=event.text, lines=tuple(split_lines(event.text)),
+                    front=front, doc_id=record.doc_id, separators=settings.separators,
+                    subject_fields=settings.subject_fields)
+            else:
+                doc = parse_content(event, self.settings)
+            docs.put(record.content_id, doc)
+        return doc
+
+    def record_for_path(self, path: str) -> VersionRecord | None:
+        safe = sql_text(path)
+        if safe is None:
+            return None
+        n = self.seq
+        rows = self._rows(
+            "SELECT DISTINCT doc_id FROM versions WHERE path = ? AND content_id <= ?"
+            " AND (current_to IS NULL OR current_to > ?)", (safe, n, n))
+        best: VersionRecord | None = None
+        for (doc_id,) in rows:
+            for record in self.versions(str(doc_id)).values():
+                if record.path != path:
+                    continue
+                rank = (record.reason != "deleted", record.content_id)
+                if best is None or rank > (best.reason != "deleted", best.content_id):
+                    best = record
+        return best
+
+    # -- documents by name ---------------------------------------------------------------------
+
+    def doc_ids(self, prefix: str = "", limit: int | None = None) -> list[str]:
+        safe = sql_text(prefix)
+        if safe is None:
+            return []
+        sql = "SELECT DISTINCT doc_id FROM versions WHERE content_id <= ?"
+        params: list[object] = [self.seq]
+        if safe:
+            sql += " AND doc_id >= ?"
+            params.append(safe)
+            upper = _upper(safe)
+            if upper is not None:
+                sql += " AND doc_id < ?"
+                params.append(upper)
+        sql += " ORDER BY doc_id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [str(r[0]) for r in self._rows(sql, params)]
+
+    # -- field lines and conflict keys ---------------------------------------------------------
+
+    def _key(self, key: ConflictKey) -> tuple[int, int, str, str] | None:
+        """(fh, sh, field, subject text) of a key as stored, or None when no line can have it
+        (a meta field, text that never reaches SQL, or the subject ``""``, which SPEC §3
+        excludes).
+        """
+        subject, name = key
+        field_name, subject_text = sql_text(name), sql_text(subject or "")
+        if field_name is None or subject_text is None or (subject is not None and not subject):
+            return None
+        if self.is_meta_field(name):
+            return None
+        return text_hash(field_name), text_hash(subject_text), field_name, subject_text
+
+    KEY_WHERE = "f.fh = ? AND f.sh = ? AND f.field = ? AND v.subject = ?"
+
+    def key_lines(self, key: ConflictKey, today: dt.date) -> list[KeyedLine]:
+        stored = self._key(key)
+        if stored is None:
+            return []
+        active, params = self._active(today)
+        rows = self._rows(
+            "SELECT COALESCE(f.value, f.norm), v.doc_id, v.version, f.line, v.path"
+            " FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
+            f" WHERE {self.KEY_WHERE} AND {active} ORDER BY v.doc_id, v.version, f.line",
+            (*stored, *params))
+        subject, name = key
+        return [KeyedLine(str(r[1]), int(str(r[2])), int(str(r[3])), subject, name, str(r[0]), str(r[4]))
+                for r in rows]
+
+    def _summary(self, key: ConflictKey, today: dt.date, per_value: int) -> _Summary:
+        cache_key = (key, today, per_value)
+        cached = self._caches.summaries.get(cache_key)
+        if cached is not None:
+            return cached
+        stored = self._key(key)
+        if stored is None:
+            summary = _Summary(0, ())
+        else:
+            active, params = self._active(today)
+            rows = self._rows(
+                "SELECT norm, value, doc_id, version, line, path, cnt FROM ("
+                " SELECT f.norm AS norm, COALESCE(f.value, f.norm) AS value, v.doc_id AS doc_id,"
+                " v.version AS version, f.line AS line, v.path AS path,"
+                " ROW_NUMBER() OVER (PARTITION BY f.norm ORDER BY v.doc_id, v.version, f.line) AS rn,"
+                " COUNT(*) OVER (PARTITION BY f.norm) AS cnt"
+                " FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
+                f" WHERE {self.KEY_WHERE} AND {active}"
+                ") AS ranked WHERE rn <= ? ORDER BY doc_id, version, line",
+                (*stored, *params, max(per_value, 1)))  # one row per value at least: its spelling
+            subject, name = key
+            groups: dict[str, tuple[str, int, list[KeyedLine]]] = {}
+            for r in rows:
+                norm = str(r[0])
+                kl = KeyedLine(str(r[2]), int(str(r[3])), int(str(r[4])), subject, name, str(r[1]), str(r[5]))
+                group = groups.get(norm)
+                if group is None:
+                    groups[norm] = (kl.value, int(str(r[6])), [kl])
+                else:
+                    group[2].append(kl)
+            summary = _Summary(sum(g[1] for g in groups.values()),
+                               tuple((norm, g[0], g[1], tuple(g[2][:per_value])) for norm, g in groups.items()))
+        _put(self._caches.summaries, cache_key, summary)
+        return summary
+
+    def key_summary(self, key: ConflictKey, today: dt.date, cited: Iterable[LineIdentity] = (),
+                    per_value: int = 5) -> KeySummary:
+        summary = self._summary(key, today, per_value)
+        first: dict[str, list[KeyedLine]] = {}
+        for identity in sorted(set(cited)):
+            kl = self._cited_line(key, identity, today)
+            if kl is not None:
+                first.setdefault(normalize(kl.value), []).append(kl)
+        if not summary.plain:  # the summary without cited lines, built once per key
+            summary.plain.append(KeySummary(key, summary.total, tuple(
+                ValueGroup(norm, spelled, count, sources) for norm, spelled, count, sources in summary.values)))
+        plain = summary.plain[0]
+        if not first:
+            return plain
+        values = list(plain.values)
+        for i, group in enumerate(values):
+            mine = first.get(group.normalized)
+            if mine:
+                ids = {kl.identity for kl in mine}
+                ordered = (mine + [kl for kl in group.sources if kl.identity not in ids])[:per_value]
+                values[i] = ValueGroup(group.normalized, group.spelled, group.count, tuple(ordered))
+        return KeySummary(key, summary.total, tuple(values))
+
+    def _cited_line(self, key: ConflictKey, identity: LineIdentity, today: dt.date) -> KeyedLine | None:
+        """The cited line as a line of ``key``, when it is one of its active lines."""
+        doc_id, version, line = identity
+        record = self.record(doc_id, version)
+        if record is None or not self.is_active(record, today):
+            return None
+        doc = self.document(record)
+        fl = None if doc.is_front_matter_line(line) or not 0 < line <= len(doc.lines) else \
+            parse_field_line(doc.lines[line - 1], doc.separators)
+        if fl is None or (record.subject, fl.field) != key:
+            return None
+        return KeyedLine(doc_id, version, line, record.subject, fl.field, fl.value, record.path)
+
+    def subjects_with_field(self, field_name: str, today: dt.date) -> list[str | None]:
+        """Skip-scan over the field's subject hashes (one seek each, then an EXISTS)."""
+        safe = sql_text(field_name)
+        if safe is None or self.is_meta_field(field_name):
+            return []
+        fh = text_hash(safe)
+        conn = self._conn()
+        subjects: set[str] = set()
+        row = conn.execute("SELECT MIN(sh) FROM field_lines WHERE fh = ?", (fh,)).fetchone()
+        while row is not None and row[0] is not None:
+            sh = int(row[0])
+            for (subject,) in conn.execute(
+                    "SELECT DISTINCT v.subject FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
+                    " WHERE f.fh = ? AND f.sh = ? AND f.field = ?", (fh, sh, safe)).fetchall():
+                if self._any_active(today, self.KEY_WHERE, (fh, sh, safe, str(subject))):
+                    subjects.add(str(subject))
+            row = conn.execute("SELECT MIN(sh) FROM field_lines WHERE fh = ? AND sh > ?", (fh, sh)).fetchone()
+        return [s or None for s in sorted(subjects)]
+
+    def has_field(self, field_name: str, today: dt.date) -> bool:
+        safe = sql_text(field_name)
+        if safe is None or self.is_meta_field(field_name):
+            return False
+        return self._any_active(today, "f.fh = ? AND f.field = ?", (text_hash(safe), safe))
+
+    def _any_active(self, today: dt.date, where: str, params: tuple[object, ...]) -> bool:
+        active, active_params = self._active(today)
+        return self._conn().execute(
+            "SELECT 1 FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
+            f" WHERE {where} AND {active} LIMIT 1", (*params, *active_params)).fetchone() is not None
+
+    def field_names(self, prefix: str, today: dt.date, limit: int = 200) -> list[str]:
+        """Field names by their first 8 code points (``fields.head``), then filtered."""
+        safe = sql_text(prefix)
+        if safe is None:
+            return []
+        head = safe[:FIELD_HEAD]
+        sql = "SELECT field FROM fields WHERE head >= ?"
+        params: list[object] = [head]
+        upper = _upper(head) if head else None
+        if upper is not None:
+            sql += " AND head < ?"
+            params.append(upper)
+        names = sorted(str(r[0]) for r in self._rows(sql + " LIMIT ?", (*params, 4 * limit)))
+        out = [n for n in names if n.startswith(safe) and not self.is_meta_field(n) and self.has_field(n, today)]
+        return out[:limit]
+
+    # -- known terms (SPEC §7.6) ---------------------------------------------------------------
+
+    def _candidates(self, sentence: str) -> list[tuple[int, int, str, frozenset[tuple[str, int, int, int]]]]:
+        """Known terms (active or not) occurring in ``sentence``: (-length, first position,
+        term, its holders: (kind, fh, sh, th) with kind ``f`` for a field name and ``v`` for
+        a value of that key), sorted. The sentence's distinct 2- and 3-grams are the anchors
+        looked up (near-linear in the sentence's length).
+        """
+        size = len(sentence)
+        threes = {sentence[i:i + 3] for i in range(size - 2)}
+        grams = list({sentence[i:i + 2] for i in range(size - 1)} | threes)
+        if sql_text(sentence) is None:
+            grams = [g for g in grams if sql_text(g) is not None]
+            threes = {g for g in threes if sql_text(g) is not None}
+        holders: dict[str, set[tuple[str, int, int, int]]] = {}
+        conn = self._conn()
+        backend = self._source.backend
+        # one query for a sentence as typed: SQLite filters by the next piece and (instr) by
+        # occurrence; a long sentence is asked in chunks and filtered here (str.find is
+        # linear, SQLite's instr is not)
+        single = len(grams) <= GRAM_CHUNK
+        within = sentence if single and size <= SHORT_SENTENCE and sql_text(sentence) is not None else None
+        nexts = list(threes) if single else None
+        for start in range(0, len(grams), GRAM_CHUNK):
+            for term, nxt, kind, fh, sh, th in backend.terms_with_anchors(
+                    conn, grams[start:start + GRAM_CHUNK], within, nexts):
+                if nxt and nxt not in threes:
+                    continue
+                holders.setdefault(term, set()).add((kind, fh, sh, th))
+        found = []
+        for term, held in holders.items():
+            at = sentence.find(term)
+            if at >= 0:
+                found.append((-len(term), at, term, frozenset(held)))
+        found.sort(key=lambda item: item[:3])
+        return found
+
+    def _value_rows(self, term: str, holder: tuple[str, int, int, int], today: dt.date,
+                    limit: int) -> list[tuple[object, ...]]:
+        """Active, non-meta lines of the holder's key whose value term (SPEC §7.3) is ``term``:
+        (value, doc_id, version, line, path, subject, field), by identity.
+        """
+        _kind, fh, sh, th = holder
+        active, params = self._active(today)
+        meta, meta_params = self._not_meta("f")
+        return self._rows(
+            "SELECT COALESCE(f.value, f.norm), v.doc_id, v.version, f.line, v.path, v.subject, f.field"
+            " FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
+            f" WHERE f.fh = ? AND f.sh = ? AND f.th = ? AND rtrim(f.norm, ?) = ? AND {meta} AND {active}"
+            " ORDER BY v.doc_id, v.version, f.line LIMIT ?",
+            (fh, sh, th, PUNCTUATION, term, *meta_params, *params, limit))
+
+    def _field_active(self, term: str, fh: int, today: dt.date) -> bool:
+        """A field name whose normalised form is ``term`` has an active, non-meta line."""
+        row = self._conn().execute("SELECT field FROM fields WHERE fh = ?", (fh,)).fetchone()
+        if row is None:
+            return False
+        name = str(row[0])
+        if self.is_meta_field(name) or normalize(name) != term:
+            return False
+        return self._any_active(today, "f.fh = ? AND f.field = ?", (fh, name))
+
+    def _term_active(self, term: str, held: frozenset[tuple[str, int, int, int]], today: dt.date) -> bool:
+        cached = self._caches.terms.get((term, today))
+        if cached is not None:
+            return cached
+        verdict = False
+        for holder in sorted(held):
+            kind, fh, _sh, _th = holder
+            verdict = (self._field_active(term, fh, today) if kind == "f"
+                       else bool(self._value_rows(term, holder, today, 1)))
+            if verdict:
+                break
+        _put(self._caches.terms, (term, today), verdict)
+        return verdict
+
+    def known_term_in(self, sentence: str, today: dt.date) -> str | None:
+        key = (sentence, today)
+        if key in self._caches.known:
+            return self._caches.known[key]
+        found = None
+        for _, _, term, held in self._candidates(sentence):
+            if self._term_active(term, held, today):
+                found = term
+                break
+        if len(sentence) <= 2000:  # sentences as typed; a megabyte one is not kept
+            _put(self._caches.known, key, found)
+        return found
+
+    def lines_with_value_in(self, sentence: str, today: dt.date, limit: int = 50) -> list[KeyedLine]:
+        """Longest value first, then (doc_id, version, line); values of at least 2 code points."""
+        if limit <= 0:
+            return []
+        by_length: dict[int, list[KeyedLine]] = {}
+        for _, _, term, held in self._candidates(sentence):
+            if sum(len(v) for v in by_length.values()) >= limit and len(term) < min(by_length):
+                break
+            for holder in sorted(held):
+                if holder[0] != "v":
+                    continue
+                by_length.setdefault(len(term), []).extend(
+                    KeyedLine(str(r[1]), int(str(r[2])), int(str(r[3])), str(r[5]) or None, str(r[6]), str(r[0]),
+                              str(r[4]))
+                    for r in self._value_rows(term, holder, today, limit))
+        out: list[KeyedLine] = []
+        for length in sorted(by_length, reverse=True):
+            out.extend(sorted(by_length[length], key=lambda kl: kl.identity))
+        return out[:limit]
+
+    # -- corpus-wide ---------------------------------------------------------------------------
+
+    def changed_keys(self, since: int, today: dt.date) -> list[ConflictKey] | None:
+        keys, _terms = self.changed_since(since)
+        return sorted(keys, key=lambda k: (k[1], k[0] or ""))
+
+    def changed_since(self, since: int) -> tuple[set[ConflictKey], set[str]]:
+        """The conflict keys and known terms (SPEC §7.6 forms) of the contents whose activity
+        changed between ``replay(since)`` and this snapshot: what cached answers may differ.
+        """
+        n = self.seq
+        keys: set[ConflictKey] = set()
+        terms: set[str] = set()
+        if since >= n:
+            return keys, terms
+        rows = self._rows(
+            "SELECT content_id, doc_id, version FROM versions WHERE"
+            " (active_from > ? AND active_from <= ?) OR (active_to > ? AND active_to <= ?)",
+            (since, n, since, n))
+        for cid, doc_id, version in rows:
+            record = VersionRecord(str(doc_id), int(str(version)), "", "", False, int(str(cid)))
+            doc = self.document(record)
+            for fl in doc.field_lines.values():
+                keys.add((doc.subject, fl.field))
+                terms.add(normalize(fl.field))
+                terms.add(normalize(fl.value).rstrip(PUNCTUATION))
+        return keys, terms
+
+    def conflicting_keys(self, today: dt.date) -> list[ConflictKey]:
+        active, params = self._active(today)
+        meta, meta_params = self._not_meta("f")
+        rows = self._rows(
+            "SELECT v.subject, f.field FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
+            f" WHERE {active} AND {meta} GROUP BY f.fh, f.sh, f.field, v.subject"
+            " HAVING COUNT(DISTINCT f.norm) >= 2", (*params, *meta_params))
+        return sorted(((str(r[0]) or None, str(r[1])) for r in rows), key=lambda k: (k[1], k[0] or ""))
+
+    def stats(self, today: dt.date) -> IndexStats:
+        n = self.seq
+        active, params = self._active(today)
+        meta, meta_params = self._not_meta("f")
+        conn = self._conn()
+        documents, versions = conn.execute(
+            "SELECT COUNT(DISTINCT doc_id), COUNT(*) FROM versions WHERE content_id <= ?"
+            " AND (current_to IS NULL OR current_to > ?)", (n, n)).fetchone()
+        active_docs, lines = conn.execute(
+            f"SELECT COUNT(*), COALESCE(SUM(line_count), 0) FROM versions AS v WHERE {active}",
+            params).fetchone()
+        (fields,) = conn.execute(
+            "SELECT COUNT(*) FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
+            f" WHERE {active} AND {meta}",
+            (*params, *meta_params)).fetchone()
+        return IndexStats(int(documents), int(versions), int(active_docs), int(lines), int(fields))
+
+    def iter_active(self, today: dt.date) -> Iterator[VersionRecord]:
+        active, params = self._active(today)
+        last = ""
+        while True:
+            rows = self._rows(f"SELECT doc_id FROM versions AS v WHERE {active} AND v.doc_id > ?"
+                              " ORDER BY v.doc_id LIMIT 500", (*params, last))
+            if not rows:
+                return
+            for (doc_id,) in rows:
+                record = self.active_record(str(doc_id), today)
+                if record is not None:
+                    yield record
+            last = str(rows[-1][0])
+
+    # -- full-text search ----------------------------------------------------------------------
+
+    @property
+    def search_complete(self) -> bool:
+        if not self._search_complete:
+            row = self._conn().execute("SELECT 1 FROM fts_queue WHERE content_id <= ? LIMIT 1",
+                                       (self.seq,)).fetchone()
+            self._search_complete = row is None
+        return self._search_complete
+
+    def search(self, query: str, limit: int = 20, any_term: bool = False) -> list[SearchHit]:
+        """FTS5 trigram search over the lines of the versions active at this snapshot (their
+        ``status`` and revocations; not their effective dates), best first.
+
+        Each whitespace-separated term must occur (``any_term``: at least one term, ranked
+        by how many of the query's trigrams a line holds, which suits CJK questions without
+        spaces). Terms shorter than 3 code points cannot use the trigram index; when every
+        term is that short the search falls back to a substring scan (``instr``). Any text
+        is a safe query: terms are FTS5 string literals (quotes, ``*``, ``NEAR(``, column
+        filters are searched literally); NUL and lone surrogates separate terms; repeated terms
+        count once and only the first ``MAX_SEARCH_TERMS`` distinct terms (``any_term``: the
+        first ``MAX_SEARCH_GRAMS`` distinct trigrams of the query) are searched, so a
+        query of any size is one bounded FTS5 expression. ``rank`` is
+        bm25 (lower is better; its statistics include every content ever indexed).
+        While :attr:`search_complete` is False, lines of contents still queued are missed.
+        """
+        terms = list(dict.fromkeys(t for t in search_text(query).split() if t))[:MAX_SEARCH_TERMS]
+        if not terms:
+            return []
+        long_terms = [t for t in terms if len(t) >= 3]
+        short_terms = [t for t in terms if len(t) < 3]
+        n = self.seq
+        active = ("v.active_from <= ? AND (v.active_to IS NULL OR v.active_to > ?)")
+        params = (n, n)
+        backend, conn = self._source.backend, self._conn()
+        rows = []
+        if long_terms and (any_term or not short_terms):
+            if any_term:
+                seen = dict.fromkeys(t[i:i + 3] for t in long_terms for i in range(len(t) - 2))
+                grams = sorted(list(seen)[:MAX_SEARCH_GRAMS])
+                match = " OR ".join(fts_string(g) for g in grams)
+            else:
+                match = " AND ".join(fts_string(t) for t in long_terms)
+            rows.extend(backend.fts_match(conn, match, active, params, limit))
+        if short_terms and (any_term or not long_terms):
+            rows.extend(backend.fts_substrings(conn, short_terms, any_term, active, params, limit))
+        best: dict[tuple[str, int], tuple[str, int, int, str, float]] = {}
+        for row in rows:
+            key = (row[0], row[2])
+            if key not in best or row[4] < best[key][4]:
+                best[key] = row
+        ordered = sorted(best.values(), key=lambda r: (r[4], r[0], r[2]))[:limit]
+        return [SearchHit(r[0], r[1], r[2], r[3], r[4]) for r in ordered]
+
+
+def _upper(prefix: str) -> str | None:
+    """The smallest string above every string starting with ``prefix`` (code point order),
+    or None when there is none (the prefix ends with U+10FFFF).
+    """
+    last = ord(prefix[-1])
+    if last >= 0x10FFFF:
+        return None
+    nxt = last + 1
+    if 0xD800 <= nxt <= 0xDFFF:
+        nxt = 0xE000
+    return prefix[:-1] + chr(nxt)

@@ -1,0 +1,403 @@
+"""The SQLite adapter of the store: schema, connections, FTS5 and the SQLite-only lookups.
+
+Everything SQLite-specific lives here (FTS5, ``json_each``, ``WITHOUT ROWID``, pragmas);
+the rest of the store (``derived.py``, ``sql_snapshot.py``, ``store.py``) speaks plain SQL
+that PostgreSQL also speaks (CTEs, window functions, ``ON CONFLICT DO NOTHING``), so a second
+backend implements this module's :class:`SqliteBackend` surface and nothing else.
+
+Connections: one **writer** connection, used by one thread at a time under the store's lock
+(scans, FTS batches), and one **reader** connection per thread (``PRAGMA query_only``), so a
+check in a worker thread never waits for a scan (WAL: readers see the last commit). An
+``index = ":memory:"`` database is a temporary file deleted on :meth:`close` (several
+connections must share it, which a private in-memory database cannot).
+
+Schema (``PRAGMA user_version`` = :data:`LAYOUT`; older layouts are migrated on open):
+
+- ``events`` — the source of truth, append-only (triggers refuse UPDATE and DELETE);
+  ``data`` is a nullable JSON column left for later event kinds (memory, images).
+- ``versions`` — one row per import (``content_id`` = the import's seq): the front-matter
+  facts, the seq range in which it is the current content of (doc_id, version)
+  (``content_id <= n < current_to``) and the range in which it is *active*
+  (``active_from <= n < active_to``; NULL ``active_from``: never active).
+- ``revocations`` — (content_id, seq, reason) for every revoke that hit a current content.
+- ``field_lines`` — the field lines of every content that is ever active: field name,
+  normalised value (SPEC §7.4), value as written (NULL when equal), line; the subject,
+  doc_id, version and activity come from the content's ``versions`` row (a PK join), so the
+  rows never change once written. Indexed by 64-bit hashes (:func:`text_hash`) of field,
+  subject and value term (the §7.3 form), never by the texts: index cells stay a few bytes
+  even for a one-megabyte value (a long key in a B-tree cell is re-read at every comparison
+  that reaches it, which made a 12,000-character value quadratic).
+- ``terms`` — the known-term dictionary of GR110 (SPEC §7.6): each value term (kind ``v``)
+  with the hashes of the key holding it, and each normalised field name (kind ``f``), with
+  its *anchor* (first 3 code points; a 2-code-point term is its own) and *next* (code points
+  4-6 of a term of 6 or more, else ``''``), indexed by anchor: the terms a sentence can hold
+  are those anchored at one of its 2- or 3-grams whose next piece is also one of its 3-grams
+  (a common start such as ``南广场`` no longer brings thousands of candidates).
+- ``fields`` — every field name by its hash, with its first 8 code points (prefix lookups
+  for GR109's "did you mean").
+- ``files`` — scan bookkeeping per evidence path: the stat key (size, mtime, ctime, inode),
+  sha256, doc_id, declared version, the parse problem, and the file's evidence findings.
+- ``fts_queue`` / ``lines_fts`` — contents waiting for full-text rows, and the FTS5
+  (trigram) rows themselves, keyed ``rowid = content_id * 2**24 + line``.
+- ``meta`` — key/value facts of the store (the settings fingerprint of the derived tables).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import tempfile
+import threading
+import zlib
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+LAYOUT = 2
+"""``PRAGMA user_version`` of this schema (1: the FTS-only layout before derived tables)."""
+
+LINE_BITS = 24
+"""FTS rowids are ``content_id << LINE_BITS | line``; longer documents' later lines are not
+searchable (they still verify: verbatim checks never use FTS)."""
+
+LINE_MASK = (1 << LINE_BITS) - 1
+
+CACHE_KIB = 32 * 1024
+"""SQLite page cache per connection (KiB). Bounded: RSS must stay flat with corpus size."""
+
+EVENTS = """
+CREATE TABLE IF NOT EXISTS events (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  kind TEXT NOT NULL CHECK (kind IN ('import', 'revoke')),
+  doc_id TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  sha256 TEXT NOT NULL DEFAULT '',
+  path TEXT NOT NULL DEFAULT '',
+  text TEXT NOT NULL DEFAULT '',
+  declared INTEGER NOT NULL DEFAULT 0,
+  reason TEXT NOT NULL DEFAULT '',
+  recorded_at TEXT NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
+  BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
+  BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+"""
+
+DERIVED = """
+CREATE TABLE IF NOT EXISTS versions (
+  content_id INTEGER PRIMARY KEY,
+  doc_id TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  sha256 TEXT NOT NULL,
+  path TEXT NOT NULL,
+  declared INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  effective_from TEXT,
+  effective_until TEXT,
+  title TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  line_count INTEGER NOT NULL,
+  front_end INTEGER NOT NULL,
+  first_sha256 TEXT NOT NULL,
+  current_to INTEGER,
+  active_from INTEGER,
+  active_to INTEGER
+);
+CREATE INDEX IF NOT EXISTS versions_doc ON versions (doc_id, version, content_id);
+CREATE INDEX IF NOT EXISTS versions_path ON versions (path);
+CREATE INDEX IF NOT EXISTS versions_active_from ON versions (active_from) WHERE active_from IS NOT NULL;
+CREATE INDEX IF NOT EXISTS versions_active_to ON versions (active_to) WHERE active_to IS NOT NULL;
+CREATE TABLE IF NOT EXISTS revocations (
+  content_id INTEGER NOT NULL,
+  seq INTEGER NOT NULL,
+  reason TEXT NOT NULL,
+  PRIMARY KEY (content_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS field_lines (
+  fh INTEGER NOT NULL,
+  sh INTEGER NOT NULL,
+  th INTEGER NOT NULL,
+  field TEXT NOT NULL,
+  norm TEXT NOT NULL,
+  value TEXT,
+  line INTEGER NOT NULL,
+  content_id INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS field_lines_key ON field_lines (fh, sh, th);
+CREATE TABLE IF NOT EXISTS terms (
+  anchor TEXT NOT NULL,
+  next TEXT NOT NULL,
+  term TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  fh INTEGER NOT NULL,
+  sh INTEGER NOT NULL,
+  th INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS terms_anchor ON terms (anchor, next, th, kind, fh, sh);
+CREATE TABLE IF NOT EXISTS fields (
+  fh INTEGER PRIMARY KEY,
+  head TEXT NOT NULL,
+  field TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS fields_head ON fields (head);
+CREATE TABLE IF NOT EXISTS fts_queue (
+  content_id INTEGER PRIMARY KEY
+);
+CREATE TABLE IF NOT EXISTS meta (
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+"""
+"""Tables derived from ``events`` (dropped and rebuilt from the log when the parse settings
+change; ``lines_fts`` does not depend on the settings and is kept)."""
+
+FILES = """
+CREATE TABLE IF NOT EXISTS files (
+  path TEXT PRIMARY KEY,
+  size INTEGER NOT NULL,
+  mtime_ns INTEGER NOT NULL,
+  ctime_ns INTEGER NOT NULL,
+  inode INTEGER NOT NULL,
+  sha256 TEXT NOT NULL,
+  doc_id TEXT,
+  declared_version INTEGER,
+  problem TEXT,
+  findings TEXT
+);
+CREATE INDEX IF NOT EXISTS files_doc ON files (doc_id) WHERE doc_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS files_inode ON files (inode);
+"""
+
+FTS = """
+CREATE VIRTUAL TABLE IF NOT EXISTS lines_fts USING fts5(text, tokenize = 'trigram');
+"""
+"""``detail=full`` (the default): trigram phrase queries need positions (``detail=column`` and
+``none`` refuse multi-trigram terms); BENCHMARKS.md has the measurements."""
+
+DERIVED_TABLES = ("versions", "revocations", "field_lines", "terms", "fields")
+
+DERIVED_VERSION = 4
+"""Part of the derived tables' fingerprint: bumped whenever their definition changes, so an
+index written by another definition is rebuilt from its log on open."""
+
+FIELD_HEAD = 8
+"""Code points of a field name kept in ``fields.head`` (prefix lookups, "did you mean")."""
+
+
+class SqliteBackend:
+    """Connections and SQLite-only operations of one index database (see module docstring).
+
+    Raises ``sqlite3.Error`` or ``OSError`` when the file cannot be opened; the store turns
+    them into its own error.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._temp_dir: str | None = None
+        if path == ":memory:":
+            self._temp_dir = tempfile.mkdtemp(prefix="grounding-index-")
+            path = os.path.join(self._temp_dir, "index.sqlite")
+        else:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._local = threading.local()
+        self._closed = False
+        self.writer = self._connect(readonly=False)
+        self.writer.execute("PRAGMA journal_mode=WAL")
+
+    def _connect(self, readonly: bool) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
+        conn.execute("PRAGMA temp_store=MEMORY")
+        if readonly:
+            conn.execute("PRAGMA query_only=1")
+        return conn
+
+    def reader(self) -> sqlite3.Connection:
+        """The calling thread's read-only connection (opened on first use). Raises
+        ``sqlite3.ProgrammingError`` once the backend is closed.
+        """
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise sqlite3.ProgrammingError("the index is closed")
+            conn = self._connect(readonly=True)
+            self._local.conn = conn
+        return conn
+
+    def close(self) -> None:
+        """Close the writer connection; reader connections close when nothing uses them.
+
+        A reader connection may be running a query in another thread right now, and closing
+        a connection under a running statement crashes SQLite's Python binding: so the
+        readers are only dropped (the thread-local that holds them is replaced) and each is
+        closed by its deallocation, once its last statement has finished.
+        """
+        self._closed = True
+        self.writer.close()
+        self._local = threading.local()
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
+
+    # -- schema --------------------------------------------------------------------------------
+
+    def create_schema(self) -> bool:
+        """Create or migrate the schema; True when the derived tables must be (re)built.
+
+        Layouts before :data:`LAYOUT` kept only ``events``, ``files`` (size/mtime) and an FTS
+        table of newest versions: their ``files`` and FTS tables are dropped (a rescan re-reads
+        every file once and appends no events for unchanged content) and the derived tables
+        are built from the log.
+        """
+        conn = self.writer
+        conn.executescript(EVENTS)
+        layout = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        rebuild = False
+        if layout < LAYOUT:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if int(conn.execute("PRAGMA user_version").fetchone()[0]) < LAYOUT:
+                    for table in ("lines_fts", "fts_docs", "files", *DERIVED_TABLES, "fts_queue", "meta"):
+                        conn.execute(f"DROP TABLE IF EXISTS {table}")
+                    columns = {row[1] for row in conn.execute("PRAGMA table_info(events)")}
+                    if "data" not in columns:
+                        conn.execute("ALTER TABLE events ADD COLUMN data TEXT")
+                    _statements(conn, DERIVED + FILES + FTS)
+                    conn.execute(f"PRAGMA user_version = {LAYOUT}")
+                    rebuild = True
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        else:
+            conn.executescript(DERIVED + FILES + FTS)
+        return rebuild
+
+    def clear_derived(self, conn: sqlite3.Connection) -> None:
+        """Drop and recreate the settings-dependent derived tables, empty (inside the caller's
+        transaction; recreating also follows a change of their definition).
+        """
+        for table in DERIVED_TABLES:
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+        _statements(conn, DERIVED)
+
+    # -- SQLite-only lookups -------------------------------------------------------------------
+
+    def terms_with_anchors(self, conn: sqlite3.Connection, anchors: Sequence[str],
+                           within: str | None = None,
+                           nexts: Sequence[str] | None = None) -> list[tuple[str, str, str, int, int, int]]:
+        """``(term, next, kind, fh, sh, th)`` of every known term anchored at one of
+        ``anchors`` (a sentence's 2- and 3-grams), in one query (``json_each``). With
+        ``nexts`` (the sentence's 3-grams), only terms whose next piece is ``''`` or one of
+        them; with ``within`` (a short sentence), only terms it contains.
+        """
+        if not anchors:
+            return []
+        select = "SELECT t.term, t.next, t.kind, t.fh, t.sh, t.th FROM json_each(?) AS j"
+        grams = json.dumps(list(anchors), ensure_ascii=False)
+        tail, extra = ("", ()) if within is None else (" WHERE instr(?, t.term) > 0", (within,))
+        if nexts is None:
+            sql = select + " JOIN terms AS t ON t.anchor = j.value" + tail
+            params: tuple[str, ...] = (grams, *extra)
+        else:  # index seeks on (anchor, next): terms without a next piece, then the pairs
+            threes = json.dumps(list(nexts), ensure_ascii=False)
+            sql = (select + " JOIN terms AS t ON t.anchor = j.value AND t.next = ''" + tail
+                   + " UNION ALL " + select + " CROSS JOIN json_each(?) AS k"  # CROSS: j, k, then t
+                   " CROSS JOIN terms AS t ON t.anchor = j.value AND t.next = k.value" + tail)
+            params = (grams, *extra, threes, threes, *extra)
+        return [(str(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]), int(r[5]))
+                for r in conn.execute(sql, params)]
+
+    def write_field_lines(self, conn: sqlite3.Connection,
+                          lines: Sequence[tuple[int, int, int, str, str, str | None, int, int]],
+                          terms: Iterable[tuple[str, str, str, str, int, int, int]]) -> None:
+        """Insert field lines ``(fh, sh, th, field, norm, value or None, line, content_id)``
+        and known terms ``(anchor, next, term, kind, fh, sh, th)`` (duplicates ignored), inside the
+        caller's transaction, each in index order (every index page is visited once per
+        batch, not once per row).
+        """
+        ordered_lines = sorted(lines, key=lambda r: (r[0], r[1], r[2]))
+        ordered_terms = sorted(terms, key=lambda r: (r[0], r[1], r[6], r[3], r[4], r[5]))
+        conn.executemany("INSERT INTO field_lines (fh, sh, th, field, norm, value, line, content_id)"
+                         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", ordered_lines)
+        conn.executemany("INSERT INTO terms (anchor, next, term, kind, fh, sh, th) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                         " ON CONFLICT DO NOTHING", ordered_terms)
+
+    def write_fields(self, conn: sqlite3.Connection, fields: Iterable[tuple[int, str]]) -> None:
+        """Record field names ``(fh, field)`` (duplicates ignored)."""
+        conn.executemany("INSERT INTO fields (fh, head, field) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                         [(fh, name[:FIELD_HEAD], name) for fh, name in fields])
+
+    # -- full-text search ----------------------------------------------------------------------
+
+    def fts_insert(self, conn: sqlite3.Connection, rows: Iterable[tuple[int, str]]) -> None:
+        """Add FTS rows ``(rowid, text)`` (inside the caller's transaction)."""
+        conn.executemany("INSERT INTO lines_fts (rowid, text) VALUES (?, ?)", rows)
+
+    def fts_clear(self, conn: sqlite3.Connection) -> None:
+        conn.execute("DELETE FROM lines_fts")
+
+    def fts_match(self, conn: sqlite3.Connection, match: str, active_sql: str,
+                  params: Sequence[object], limit: int) -> list[FtsHit]:
+        """FTS5 ``MATCH`` hits ``(doc_id, version, line, text, bm25)`` whose content passes
+        ``active_sql`` (a condition on ``v``, the ``versions`` row), best first.
+        """
+        return [_hit(r) for r in conn.execute(
+            f"SELECT v.doc_id, v.version, f.rowid & {LINE_MASK}, f.text, bm25(lines_fts) AS rank"
+            f" FROM lines_fts AS f JOIN versions AS v ON v.content_id = (f.rowid >> {LINE_BITS})"
+            f" WHERE lines_fts MATCH ? AND {active_sql}"
+            " ORDER BY rank, v.doc_id, f.rowid LIMIT ?",
+            (match, *params, limit),
+        ).fetchall()]
+
+    def fts_substrings(self, conn: sqlite3.Connection, terms: Sequence[str], any_term: bool,
+                       active_sql: str, params: Sequence[object], limit: int) -> list[FtsHit]:
+        """Lines holding the (short) ``terms`` as substrings, ranked by how many they hold
+        (``-count``, lower is better): trigrams cannot index terms under 3 code points, so
+        this reads every row (``instr``, never ``LIKE``, which FTS5 would hand to the index).
+        """
+        joiner = " OR " if any_term else " AND "
+        where = joiner.join("instr(f.text, ?) > 0" for _ in terms)
+        score = " + ".join("(instr(f.text, ?) > 0)" for _ in terms)
+        return [_hit(r) for r in conn.execute(
+            f"SELECT v.doc_id, v.version, f.rowid & {LINE_MASK}, f.text, -1.0 * ({score}) AS rank"
+            f" FROM lines_fts AS f JOIN versions AS v ON v.content_id = (f.rowid >> {LINE_BITS})"
+            f" WHERE ({where}) AND {active_sql} ORDER BY rank, v.doc_id, f.rowid LIMIT ?",
+            (*terms, *terms, *params, limit),
+        ).fetchall()]
+
+
+def text_hash(text: str) -> int:
+    """A deterministic 64-bit signed hash of ``text`` (CRC-32 and Adler-32 of its UTF-8) for
+    index keys; every lookup also compares the texts, so a collision costs a row, never an
+    answer.
+    """
+    data = text.encode("utf-8", "surrogatepass")
+    return ((zlib.crc32(data) << 32) | zlib.adler32(data)) - (1 << 63)
+
+
+FtsHit = tuple[str, int, int, str, float]
+"""(doc_id, version, 1-based line, line text, rank: lower is better)."""
+
+
+def _hit(row: Sequence[object]) -> FtsHit:
+    return (str(row[0]), int(str(row[1])), int(str(row[2])), str(row[3]), float(str(row[4])))
+
+
+def _statements(conn: sqlite3.Connection, script: str) -> None:
+    """Run a script of plain statements inside the caller's transaction (``executescript``
+    would commit it first). No statement may hold a ``;`` of its own (no triggers).
+    """
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def fts_string(term: str) -> str:
+    """An FTS5 string literal matching ``term`` literally (quotes doubled): no operator,
+    column filter, ``NEAR(`` or ``*`` inside it is interpreted.
+    """
+    return '"' + term.replace('"', '""') + '"'
