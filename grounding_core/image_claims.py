@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .evidence import DOC_ID_FORBIDDEN
-from .images import Measurement, Region, attribute_line_number, measured_fields
+from .images import Measurement, Region, attribute_line_number, is_image_path, measured_fields
 from .model import IMAGE_CLAIM_KEYS, Edit, Finding, Location, RegionRef, Span
 from .text import shorten
 
@@ -269,13 +269,13 @@ def check_region_claim(
         return result
     record = versions.get(ref.version)
     current = versions[newest]
-    current_measurement = snapshot.measurement(current.sha256)
-    quoted = split_quote(claim.quote or "", config.field_separators)
-    supported = True
-    if record is not None and snapshot.measurement(record.sha256) is None:
+    if not is_image_path((record or current).path):
         add("unknown-source", f"{ref.doc_id}@{ref.version} is a text document, not an image: it has"
             " lines, not regions", hint=f"Cite a line as {ref.doc_id}@{ref.version}:LINE.", at="region")
         return result
+    current_measurement = snapshot.measurement(current.sha256)
+    quoted = split_quote(claim.quote or "", config.field_separators)
+    supported = True
     if ref.version < newest:
         supported = False
         inactive = snapshot.inactive_reason(current, today)
@@ -304,9 +304,13 @@ def check_region_claim(
             add("inactive-source", f"{ref.doc_id}@{ref.version} is not active: {reason}",
                 hint="Cite an active source instead; revoked, deleted, expired and not-yet-effective"
                 " documents never support an answer.")
-    measurement = snapshot.measurement(record.sha256)
-    assert measurement is not None
-    measurement = measurement.in_language(language)
+    stored = snapshot.measurement(record.sha256)
+    if stored is None:
+        add("unknown-source", f"the index holds no measurement of {ref.doc_id}@{ref.version} (sha256"
+            f" {record.sha256[:12]}): it was measured by another version of Grounding",
+            hint="Run `grounding index` (or save the image) to measure it again.")
+        return result
+    measurement = stored.in_language(language)
     result.record = record
     region = measurement.region(ref.name)
     if region is None:
@@ -317,7 +321,7 @@ def check_region_claim(
             " its regions, or use completion).", at="region")
         return result
     result.region = region
-    result.subject = f"{_image_subject(snapshot, record)}#{ref.name}"
+    result.subject = f"{record.subject or record.doc_id}#{ref.name}"
     location = _location(config, record, ref.name, measurement, language)
     hex_text = claim.hash_prefix or ""
     if not record.sha256.startswith(hex_text) or (claim.json_sha256 is not None and record.sha256 != hex_text):
@@ -393,12 +397,6 @@ def check_region_claim(
         return result
     result.valid = True
     return result
-
-
-def _image_subject(snapshot: IndexSnapshot, record: VersionRecord) -> str:
-    """An image's subject: its sidecar's ``subject``, else its doc_id (SPEC §15)."""
-    subject = getattr(record, "subject", None)
-    return subject if isinstance(subject, str) and subject else record.doc_id
 
 
 def _change(snapshot: IndexSnapshot, record: VersionRecord | None, current: VersionRecord, region: str,

@@ -33,11 +33,11 @@ import json
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from .budget import AnswerWire, build_answer
 from .config import Config
-from .conflicts import check_keys
+from .conflicts import check_keys, source_id
 from .image_claims import SUPPORT_TYPE
 from .images import COLORS, FIELDS, SHAPES, SIZES, measured_words
 from .index import IndexSnapshot
@@ -180,18 +180,18 @@ def answer_measured(
         claims.append({"text": line, "quote": line, "id": f"{record.doc_id}@{record.version}#r{number}",
                        "doc_id": record.doc_id, "version": record.version, "region": f"r{number}",
                        "sha256": record.sha256, "field": name, "support_type": SUPPORT_TYPE})
-    gate = check_keys(cast(Any, snapshot), [(subject, name) for name in ordered], today)
+    gate = check_keys(snapshot, [(subject, name) for name in ordered], today)
     conflict = bool(gate.conflicts)
     wire = build_answer([] if conflict else claims, ordered, conflict, reserve, config.encoding)
     facts = _facts("conflicting_evidence" if conflict else
                    "answered" if wire.status.value == "answered" else
                    "output_budget" if wire.skipped else "missing_fields",
-                   _lines_checked(gate))
+                   gate.lines_checked)
     if conflict:
         facts["conflict_evidence"] = [
-            {"id": f"{kl.doc_id}@{kl.version}#r{(kl.line - 1) // 5 + 1}", "doc_id": kl.doc_id,
-             "version": kl.version, "line": kl.line, "value": kl.value, "path": config.evidence_display(kl.path)}
-            for c in gate.conflicts for kl in _conflict_lines(c)]
+            {"id": source_id(kl), "doc_id": kl.doc_id, "version": kl.version, "line": kl.line,
+             "value": kl.value, "path": config.evidence_display(kl.path)}
+            for c in gate.conflicts for kl in snapshot.key_lines((c.subject, c.field), today)]
     return MeasuredAnswer(question, tuple(ordered), subject, (f"{record.doc_id}@{record.version}",), wire, facts)
 
 
@@ -205,18 +205,6 @@ def _position(text: str, name: str, conditions: list[tuple[str, str]]) -> int:
 
 def _facts(reason: str, lines: int, **extra: Any) -> dict[str, Any]:
     return {"reason": reason, "support_scope": SUPPORT_SCOPE, "same_key_sources_checked": lines, **extra}
-
-
-def _lines_checked(gate: Any) -> int:
-    checked = getattr(gate, "lines_checked", None)
-    return int(checked) if checked is not None else len(getattr(gate, "lines_read", ()))
-
-
-def _conflict_lines(conflict: Any) -> list[Any]:
-    lines = getattr(conflict, "lines", None)
-    if lines is None:
-        lines = conflict.related_lines()
-    return list(lines)
 
 
 __all__ = ["MAX_REGIONS", "SUPPORT_SCOPE", "MeasuredAnswer", "answer_measured", "field_of", "measured_terms_in"]

@@ -794,8 +794,9 @@ def read_image_event_text(text: str) -> tuple[str, dict[str, Any]] | None:
 
 @dataclass(frozen=True)
 class ImageDocument(EvidenceDocument):
-    """An image version as the index reads it (SPEC §12): its *lines* are the regions'
-    measured attributes, ``FIELD：VALUE`` in :data:`FIELDS` order, five per region (line
+    """An image version as the index reads it (SPEC §12): ``text`` is what its import event
+    keeps (:func:`image_event_text`: the sidecar and the measurement); its *lines* are the
+    regions' measured attributes, ``FIELD：VALUE`` in :data:`FIELDS` order, five per region (line
     :func:`attribute_line_number`), so each attribute is a field line of the version;
     ``front`` comes from the sidecar (``end_line`` 0: no line is front matter); ``subject``
     is the sidecar's or the doc_id. :meth:`line_subject` gives the conflict-key subject of one
@@ -833,8 +834,23 @@ def image_document(rel_path: str, sha256: str, sidecar_text: str, measurement: M
     doc_id = image_doc_id(rel_path, front)
     measured = measurement.in_language(language)
     lines = tuple(line for region in measured.regions for line in attribute_lines(region))
-    return ImageDocument(path=rel_path, sha256=sha256, text="\n".join(lines), lines=lines, front=front,
-                         doc_id=doc_id, separators=("：",), subject_fields=(), measurement=measured)
+    return ImageDocument(path=rel_path, sha256=sha256, text=image_event_text(sidecar_text, measurement),
+                         lines=lines, front=front, doc_id=doc_id, separators=("：",), subject_fields=(),
+                         measurement=measured)
+
+
+def sidecar_text(data: bytes) -> str:
+    """The text of a sidecar's bytes (BOM removed), after :func:`parse_sidecar` accepted them.
+
+    Raises :class:`EvidenceError` ``invalid-front-matter`` as :func:`parse_sidecar` does, with
+    the message naming the sidecar.
+    """
+    try:
+        parse_sidecar(data)
+    except EvidenceError as exc:
+        raise EvidenceError(exc.name, f"the sidecar (line {exc.line}): {exc.message}", line=1,
+                            hint=exc.hint) from None
+    return strip_bom(data.decode("utf-8"))
 
 
 def image_document_from_event(rel_path: str, sha256: str, text: str, language: str = "zh") -> ImageDocument | None:

@@ -92,6 +92,8 @@ class ParseSettings:
     separators: tuple[str, ...] = ("：",)
     meta_fields: tuple[str, ...] = ("版本说明", "来源", "性质")
     subject_fields: tuple[str, ...] = ("主题",)
+    image_language: str = "zh"
+    """Names of measured image attributes (SPEC §15): the field names of image versions."""
 
 
 @dataclass(frozen=True, slots=True)
