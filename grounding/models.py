@@ -165,17 +165,19 @@ class Citation(BaseModel):
     """One verified citation of an active line (``grounding cite``, the MCP ``cite`` tool)."""
 
     footnote: str = Field(description='paste-ready Markdown: [^1]: DOC_ID@V:LINE sha256:HEX12 "LINE"')
-    id: str = Field(description="DOC_ID@VERSION:LINE")
+    id: str = Field(description="DOC_ID@VERSION:LINE, or DOC_ID@VERSION#rN for an image region")
     doc_id: str
     version: int
-    line: int = Field(description="1-based, front matter included")
+    line: int = Field(description="1-based, front matter included (an image: the attribute's line)")
     sha256: str = Field(description="the full sha256 of the evidence file's bytes")
     quote: str = Field(description="the whole line, verbatim")
     text: str = Field(description="the line without its list marker")
     field: str | None = Field(description="the field name, for a field line")
     value: str | None = Field(description="the field value, for a field line")
     path: str = Field(description="the evidence file, relative to the workspace root")
-    claim: Claim | None = Field(description="the eight-key JSON claim (field lines only)")
+    region: str | None = Field(default=None, description="an image's region (r1, r2, …), SPEC §12")
+    claim: Claim | ImageClaim | None = Field(
+        description="the eight-key JSON claim (field lines only); an image region's nine-key claim")
 
 
 class Skipped(BaseModel):

@@ -15,7 +15,12 @@
 
 ``grounding/versionText`` ``{uri}``
     The indexed text of the version a ``grounding-evidence:`` URI names (shape in
-    ``server/protocol.py``).
+    ``server/protocol.py``); for an image version, its regions' measured attributes, one
+    ``FIELD：VALUE`` line each (the index keeps no pixels of old versions).
+
+Image citations (SPEC §12): hover shows the region cropped from the PNG
+(``server/render/image_hover.py``); go to definition opens the PNG file itself when it still
+holds the cited version, else the read-only attribute listing.
 
 ``textDocument/references`` (evidence files and ``grounding-evidence:`` documents)
     Every citation of the line under the cursor in open drafts (their editor text) and in the
@@ -38,6 +43,7 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from grounding_core.drafts import ParsedDraft, draft_kind, parse_draft
+from grounding_core.images import ImageDocument
 from grounding_core.model import DraftReport, Span
 from grounding_core.navigate import (
     CitationTarget,
@@ -195,9 +201,12 @@ def _version_text(view: IndexView, doc_id: str, version: int) -> dict[str, Any] 
     if record is None:
         return None
     doc = view.snapshot.document(record)
+    text = doc.text
+    if isinstance(doc, ImageDocument):  # an image version: its regions' measured attributes (SPEC §12)
+        text = "".join(f"{line}\n" for line in doc.lines)
     return {
         "uri": version_uri(record.doc_id, record.version),
-        "text": doc.text,
+        "text": text,
         "title": f"{doc.title} ({record.doc_id}@{record.version}, read-only)",
         "readOnly": True,
         "docId": record.doc_id,

@@ -317,3 +317,17 @@ def test_several_matching_regions_are_an_ambiguous_subject(make_workspace: MakeW
     assert answer.facts["regions"] == ["乙@1#r1", "甲@1#r1"]
     assert answer.facts["subjects"] == ["乙#r1", "甲#r1"]
     assert not answer.wire.claims
+
+
+def test_grounding_cite_gives_region_citations_of_an_image(make_workspace: MakeWorkspace, png: bytes) -> None:
+    from grounding_core.cite import cite_document
+
+    ws = make_workspace({"evidence/面板.png": png, "evidence/面板.png.yaml": SIDECAR})
+    result = cite_document(ws.store.snapshot(), "面板", ws.today(), grep="蓝色")
+    (citation,) = result.citations
+    assert citation.id == "面板@1#r2" and citation.region == "r2"
+    assert citation.footnote() == f'[^1]: 面板@1#r2 sha256:{sha256(png)[:12]} "颜色：蓝色"'
+    claim = citation.claim()
+    assert claim is not None and tuple(claim) == IMAGE_CLAIM_KEYS and claim["support_type"] == "measured"
+    report = check(ws, "answers/a.md", draft(citation.footnote(), sentence="按钮是蓝色的[^1]。"))
+    assert report.status is Status.ANSWERED and names(report) == []
