@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass
 
 from .evidence import EvidenceDocument, split_marker
-from .index import IndexSnapshot, VersionRecord
 from .images import ImageDocument, attribute_of_line
+from .index import IndexSnapshot, VersionRecord
 from .model import CLAIM_KEYS, IMAGE_CLAIM_KEYS
 from .text import normalize, shorten
 

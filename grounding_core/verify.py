@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 
 from . import image_claims
 from .config import Config
-from .images import is_image_path
 from .conflicts import Conflict, GateResult, check_keys, source_id
 from .drafts import ContextSpec, ContextUnitSpec, ParsedDraft, parse_context_log
 from .evidence import EvidenceDocument, parse_field_line, split_marker
+from .images import is_image_path
 from .index import ConflictKey, IndexSnapshot, VersionRecord
 from .model import FIRST_LINE, Claim, DraftReport, Edit, FieldLine, Finding, Location, Span, Status
 from .text import (
@@ -244,7 +244,8 @@ def _missing_field(name: str, span: Span, results: list[_ClaimResult], snapshot:
 
 def _wire_claim(r: _ClaimResult) -> dict[str, object]:
     """A valid claim in the eight-key shape of SPEC §5, keys in order (an image claim: the nine
-    of SPEC §15)."""
+    of SPEC §15).
+    """
     if r.image is not None and r.claim.region is not None:
         return image_claims.wire_claim(r.image, r.claim.region)
     assert r.claim.citation is not None and r.record is not None and r.line_text is not None
