@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from .evidence import EvidenceDocument
-from .images import Measurement
+from .images import ImageDocument, Measurement
 from .text import normalize, normalize_value
 
 T = TypeVar("T")
@@ -464,8 +464,13 @@ class EmptySnapshot(IndexSnapshot):
 
 
 def keyed_lines_of(doc: EvidenceDocument, record: VersionRecord, settings: ParseSettings) -> list[KeyedLine]:
-    """The non-meta field lines of one version, in line order (SPEC §3 field lines)."""
+    """The non-meta field lines of one version, in line order (SPEC §3 field lines); an image's
+    attributes under their region's subject ``SUBJECT#rN`` (SPEC §12).
+    """
     meta = settings.meta_fields
+    if isinstance(doc, ImageDocument):
+        return [KeyedLine(record.doc_id, record.version, number, doc.line_subject(number), fl.field, fl.value,
+                          record.path) for number, fl in doc.field_lines.items()]
     return [KeyedLine(record.doc_id, record.version, number, doc.subject, fl.field, fl.value, record.path)
             for number, fl in doc.field_lines.items() if fl.field not in meta]
 

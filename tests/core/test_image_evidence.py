@@ -236,6 +236,14 @@ def test_conflict_keys_are_per_region(make_workspace: MakeWorkspace, png: bytes)
     assert "'红色' (1 source: 面板@1#r1)" in message and "'绿色' (1 source: 旧面板@1#r1)" in message
     assert "for subject '控制面板#r1'" in message
     assert report.status is Status.CONFLICT
+    # the image files get the finding too: on their first line, naming the region
+    from grounding_core.evidence_findings import ConflictCache, file_findings
+
+    cache = ConflictCache(ws.store.snapshot(), ws.today(), ws.config.evidence_display)
+    (on_file,) = file_findings("面板.png", [], cache)
+    assert on_file.name == "field-conflict" and on_file.span.start_line == 0
+    assert on_file.message.startswith("r1 颜色：红色: active sources disagree on '颜色' for subject '控制面板#r1'")
+    assert [r.message for r in on_file.related] == ["旧面板@1#r1 颜色：绿色"]
     # ... while r2 (the same blue square in both) has one value, and r1 never meets r2
     report = check(ws, "answers/a.md", draft(cite("1", "r2", "颜色：蓝色", png), sentence="按钮是蓝色的[^1]。"))
     assert report.status is Status.ANSWERED and names(report) == []
