@@ -149,7 +149,7 @@ def _attributes(region: Region, quote: str | None, config: Config) -> str:
 def _regions_overview(measurement: Measurement) -> str:
     if not measurement.regions:
         return "No region was found in this image."
-    rows = [f"- {r.name}: " + ", ".join(v for _, v in r.attributes[2:]) + f" at {r.attributes[0][1]}"
+    rows = [f"- {r.name}: " + " ".join(v for _, v in r.attributes[2:]) + f" at {r.attributes[0][1]}"
             for r in measurement.regions[:20]]
     more = len(measurement.regions) - 20
     return "Regions:\n" + "\n".join(rows) + (f"\n- … and {more} more" if more > 0 else "")
