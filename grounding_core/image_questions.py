@@ -57,6 +57,30 @@ def measured_terms_in(text: str, language: str = "zh") -> list[str]:
     return sorted(dict.fromkeys(found), key=lambda w: (-len(w), text.find(w)))
 
 
+@dataclass(frozen=True, slots=True)
+class MeasuredTerm:
+    """A measured value found in a question, shaped as the grammar's vocabulary terms
+    (``text``, ``kind`` = ``"measured"``, ``names``; ``grounding_core.index.VocabularyTerm``).
+    """
+
+    text: str
+    kind: str
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MeasuredVocabulary:
+    """The measured values as a vocabulary source of the closed grammar (``terms_in(text,
+    today)``, the ``grounding_core.question.Vocabulary`` protocol): combine it with the
+    snapshot's subjects and field names.
+    """
+
+    language: str = "zh"
+
+    def terms_in(self, text: str, today: dt.date) -> list[MeasuredTerm]:
+        return [MeasuredTerm(w, "measured", (w,)) for w in measured_terms_in(text, self.language)]
+
+
 def field_of(value: str, language: str = "zh") -> str | None:
     """The measured field a value names (``红色`` -> ``颜色``, ``circle`` -> ``shape``), or None."""
     names = FIELDS[language]
@@ -207,4 +231,5 @@ def _facts(reason: str, lines: int, **extra: Any) -> dict[str, Any]:
     return {"reason": reason, "support_scope": SUPPORT_SCOPE, "same_key_sources_checked": lines, **extra}
 
 
-__all__ = ["MAX_REGIONS", "SUPPORT_SCOPE", "MeasuredAnswer", "answer_measured", "field_of", "measured_terms_in"]
+__all__ = ["MAX_REGIONS", "SUPPORT_SCOPE", "MeasuredAnswer", "MeasuredTerm", "MeasuredVocabulary", "answer_measured",
+           "field_of", "measured_terms_in"]

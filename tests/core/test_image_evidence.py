@@ -10,6 +10,7 @@ Every workspace is real: files on disk, the SQLite store, ``Workspace.scan`` and
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 from pathlib import Path
@@ -339,3 +340,20 @@ def test_grounding_cite_gives_region_citations_of_an_image(make_workspace: MakeW
     assert claim is not None and tuple(claim) == IMAGE_CLAIM_KEYS and claim["support_type"] == "measured"
     report = check(ws, "answers/a.md", draft(citation.footnote(), sentence="按钮是蓝色的[^1]。"))
     assert report.status is Status.ANSWERED and names(report) == []
+
+
+def test_the_measured_vocabulary_plugs_into_the_closed_grammar() -> None:
+    """SPEC §13: with the grammar of ``grounding_core.question`` (the memory branch; skipped
+    until it is merged), "红色 小 圆形" reads as three measured values and "… 材质" is refused
+    for 材质.
+    """
+    from grounding_core.image_questions import MeasuredVocabulary
+
+    vocabulary = MeasuredVocabulary("zh")
+    assert [(t.text, t.kind) for t in vocabulary.terms_in("红色 小 圆形", dt.date(2026, 5, 1))] == [
+        ("红色", "measured"), ("圆形", "measured"), ("小", "measured")]
+    question = pytest.importorskip("grounding_core.question")
+    ok = question.parse_question("红色 小 圆形", vocabulary, dt.date(2026, 5, 1))
+    assert ok.supported and set(ok.measured) == {"红色", "小", "圆形"}
+    refused = question.parse_question("红色 小 圆形 材质", vocabulary, dt.date(2026, 5, 1))
+    assert refused.unsupported == ("材质",)
