@@ -357,3 +357,16 @@ def test_the_measured_vocabulary_plugs_into_the_closed_grammar() -> None:
     assert ok.supported and set(ok.measured) == {"红色", "小", "圆形"}
     refused = question.parse_question("红色 小 圆形 材质", vocabulary, dt.date(2026, 5, 1))
     assert refused.unsupported == ("材质",)
+
+
+def test_deleted_and_expired_images_are_inactive(make_workspace: MakeWorkspace, tmp_path: Path, png: bytes) -> None:
+    ws = make_workspace({"evidence/面板.png": png,
+                         "evidence/面板.png.yaml": SIDECAR + "effective_until: 2026-04-30\r\n",
+                         "evidence/current.png": png})
+    report = check(ws, "answers/a.md", draft(cite("1", "r1", "颜色：红色", png)))
+    assert "expired on 2026-04-30" in only(report, "inactive-source").message
+    text = draft(cite("1", "r1", "颜色：红色", png, doc="current@1"), context='{units: ["current@1"]}')
+    assert check(ws, "answers/a.md", text).status is Status.ANSWERED
+    (tmp_path / "evidence/current.png").unlink()
+    ws.scan()
+    assert "it was deleted" in only(check(ws, "answers/a.md", text), "inactive-source").message
