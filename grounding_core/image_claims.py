@@ -19,8 +19,10 @@ Checks (SPEC §7.1 for images, §15):
   it: ``材质：塑料`` is not wrong about the picture, it is unsupportable), and its value must be
   the measured one, verbatim (GR103, naming the measured value);
 - a stale or re-saved image names the old and the new measured value of the cited attribute;
-- visibility (SPEC §6): a region is visible when the context lists the whole version
-  (``shapes@1``); line ranges and text units never show an image.
+- visibility (SPEC §6): the cited attribute is visible when its line lies in the context, as
+  for text: the whole version (``shapes@1``), a line range over the image's attribute lines
+  (``shapes@1:1-5`` is r1, five lines per region; a context log's ``lines``), or a text unit
+  holding the line ``FIELD：VALUE``.
 
 Measured values come from the index (``IndexSnapshot.measurement``: the measurement of a
 content, cached by its sha256 when the scan read it); nothing here decodes a PNG.
@@ -204,8 +206,9 @@ class RegionResult:
     valid: bool = False
 
 
-VisibleVersion = Callable[[str, int], bool]
-"""Whether the context X lists a whole version ``(doc_id, version)``; None: not checked."""
+VisibleLine = Callable[[str, int, int, str], bool]
+"""SPEC §6 membership ``(doc_id, version, 1-based line, line text)`` of the context X (the
+image's attribute line); None: visibility not checked."""
 
 
 def split_quote(quote: str, separators: tuple[str, ...]) -> tuple[str, str] | None:
@@ -236,7 +239,7 @@ def check_region_claim(
     snapshot: IndexSnapshot,
     config: Config,
     today: dt.date,
-    visible: VisibleVersion | None,
+    visible: VisibleLine | None,
     findings: list[Finding],
 ) -> RegionResult:
     """SPEC §12 P and V of one image claim (``claim.region`` set); findings are appended.
@@ -389,11 +392,13 @@ def check_region_claim(
     result.supported = supported
     if not supported:
         return result
-    if visible is not None and not visible(ref.doc_id, ref.version):
+    assert result.line is not None and result.line_text is not None
+    if visible is not None and not visible(ref.doc_id, ref.version, result.line, result.line_text):
+        first = attribute_line_number(ref.region, 0)
         add("invisible-source",
             f"{cid} is supported by the image but was not in the declared context",
-            hint=f"Add the whole version \"{ref.doc_id}@{ref.version}\" to the context the answer was"
-            " written from (line ranges never show an image).")
+            hint=f"Add \"{ref.doc_id}@{ref.version}\" (the whole image) or \"{ref.doc_id}@{ref.version}:"
+            f"{first}-{first + 4}\" ({ref.name}'s attribute lines) to the context the answer was written from.")
         return result
     result.valid = True
     return result

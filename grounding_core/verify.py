@@ -356,7 +356,7 @@ def _check_image(claim: Claim, state: IndexSnapshot, config: Config, today: dt.d
     """SPEC §12 P and V of an image claim (``grounding_core.image_claims``); its attribute is
     the claim's field and its conflict key ``(SUBJECT#rN, FIELD)``.
     """
-    visible = (lambda doc_id, version: (doc_id, version) in visibility.whole) if visibility is not None else None
+    visible = visibility.visible if visibility is not None else None
     found = image_claims.check_region_claim(claim, state, config, today, visible, findings)
     return _ClaimResult(claim, record=found.record, line_text=found.line_text, field=found.field,
                         value=found.value, subject=found.subject, supported=found.supported,

@@ -260,13 +260,20 @@ def test_region_values_are_not_known_terms_for_uncited_claims(make_workspace: Ma
     assert len(uncited) == 1 and "机房" in uncited[0].message  # a text value still is one
 
 
-def test_a_region_is_visible_only_through_its_whole_version(make_workspace: MakeWorkspace, png: bytes) -> None:
-    ws = make_workspace({"evidence/面板.png": png, "evidence/面板.png.yaml": SIDECAR})
-    definition = cite("1", "r1", "颜色：红色", png)
-    assert check(ws, "answers/a.md", draft(definition)).status is Status.ANSWERED
-    for context in ('{units: ["面板@1:1-5"]}', '{units: ["其他@1"]}'):
+def test_a_region_is_visible_through_its_attribute_lines(make_workspace: MakeWorkspace, tmp_path: Path,
+                                                         png: bytes) -> None:
+    ws = make_workspace({"evidence/面板.png": png, "evidence/面板.png.yaml": SIDECAR,
+                         "runs/ctx.json": json.dumps({"units": [{"doc_id": "面板", "version": 1, "lines": [6, 10]}]})})
+    definition = cite("1", "r1", "颜色：红色", png)  # r1's 颜色 is line 3 of the image version
+    for context in ('{units: ["面板@1"]}', '{units: ["面板@1:1-5"]}', '{units: ["面板@1:3"]}'):
+        assert check(ws, "answers/a.md", draft(definition, context=context)).status is Status.ANSWERED, context
+    for context in ('{units: ["面板@1:6-10"]}', '{units: ["其他@1"]}', '{log: "runs/ctx.json"}'):
         report = check(ws, "answers/a.md", draft(definition, context=context))
-        assert "invisible-source" in names(report), context
+        finding = only(report, "invisible-source")
+        assert '"面板@1:1-5" (r1\'s attribute lines)' in finding.hint, context
+    r2 = cite("1", "r2", "颜色：蓝色", png)
+    assert check(ws, "answers/a.md", draft(r2, sentence="按钮是蓝色的[^1]。", context='{log: "runs/ctx.json"}')).status \
+        is Status.ANSWERED
     report = check(ws, "answers/a.md", draft(definition, context=""))
     assert "context-undeclared" in names(report) and report.status is Status.ANSWERED
 
