@@ -272,8 +272,8 @@ def test_a_region_is_visible_through_its_attribute_lines(make_workspace: MakeWor
         finding = only(report, "invisible-source")
         assert '"面板@1:1-5" (r1\'s attribute lines)' in finding.hint, context
     r2 = cite("1", "r2", "颜色：蓝色", png)
-    assert check(ws, "answers/a.md", draft(r2, sentence="按钮是蓝色的[^1]。", context='{log: "runs/ctx.json"}')).status \
-        is Status.ANSWERED
+    logged = draft(r2, sentence="按钮是蓝色的[^1]。", context='{log: "runs/ctx.json"}')
+    assert check(ws, "answers/a.md", logged).status is Status.ANSWERED
     report = check(ws, "answers/a.md", draft(definition, context=""))
     assert "context-undeclared" in names(report) and report.status is Status.ANSWERED
 
