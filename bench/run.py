@@ -908,8 +908,8 @@ IMAGE_ROWS: list[tuple[str, str, str]] = [
     ("photo", "4-megapixel PNG, photo-like (gradient + noise): measure p50 / max", "<= 200 ms"),
     ("decode", "of which PNG decoding, flat / photo-like (p50)", ""),
     ("first", "first measurement in a process (loads numpy, scikit-image)", ""),
-    ("cold", "index 50 PNGs (400x300, 3 shapes each): scan, images measured", ""),
-    ("resave", "the same 50 PNGs re-saved byte-identical: rescan, images measured", "0 measured"),
+    ("cold", "index 50 PNGs (400x300, 3 shapes each; --quick: 10): scan, images measured", ""),
+    ("resave", "the same PNGs re-saved byte-identical: rescan, images measured", "0 measured"),
     ("check", "check a draft citing 6 region attributes (in-process, p50)", ""),
 ]
 """Rows of the image table: ``grounding_core.images.measure`` in this process (the first call,
@@ -965,11 +965,11 @@ def images_section(repeats: int) -> dict[str, Any]:
         out[f"{name}_decode_p50_s"] = statistics.median(decode)
         out[f"{name}_bytes"] = len(data)
     out["regions"] = regions
-    out.update(image_store_rows())
+    out.update(image_store_rows(10 if repeats < 10 else 50))
     return out
 
 
-def image_store_rows() -> dict[str, Any]:
+def image_store_rows(count: int = 50) -> dict[str, Any]:
     """The cache rule in the store (SPEC §12, docs/decisions.md): a cold scan of 50 generated
     PNGs measures each distinct content once; rewriting them with identical bytes re-reads and
     re-hashes them but measures none; then a check of a draft with 6 region citations.
@@ -986,7 +986,7 @@ def image_store_rows() -> dict[str, Any]:
 
     root = Path(tempfile.mkdtemp(prefix="grounding-bench-images-"))
     pngs: dict[str, bytes] = {}
-    for i in range(50):
+    for i in range(count):
         image = Image.new("RGB", (400, 300), "white")
         pen = ImageDraw.Draw(image)
         pen.ellipse([20 + i, 20, 56 + i, 56], fill=(230, 30, 30))
