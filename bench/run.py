@@ -1017,8 +1017,9 @@ def image_store_rows(count: int = 50) -> dict[str, Any]:
         sha = hashlib.sha256(pngs["img00.png"]).hexdigest()[:12]
         lines = ["---", "question: 面板", "fields: [颜色, 形状]", 'context: {units: ["img00@1"]}', "---",
                  "红色的圆形[^1][^2]，蓝色的正方形[^3][^4]，绿色的长方形[^5][^6]。", ""]
-        for label, (region, quote) in enumerate([("r1", "颜色：红色"), ("r1", "形状：圆形"), ("r2", "颜色：蓝色"),
-                                                 ("r2", "形状：正方形"), ("r3", "颜色：绿色"), ("r3", "形状：长方形")], 1):
+        quotes = [("r1", "颜色：红色"), ("r1", "形状：圆形"), ("r2", "颜色：蓝色"), ("r2", "形状：正方形"),
+                  ("r3", "颜色：绿色"), ("r3", "形状：长方形")]
+        for label, (region, quote) in enumerate(quotes, 1):
             lines.append(f'[^{label}]: img00@1#{region} sha256:{sha} "{quote}"')
         text = "\n".join(lines) + "\n"
         samples = []
