@@ -289,12 +289,13 @@ class Verifier:
         §5.2 answer it checked (with the computed ``status`` and ``missing_fields``). Raises
         :class:`grounding.adapters.ChunkError` for a citation of a chunk that was not shown.
         """
-        from .adapters import answer_from_chunks, chunk_units
+        from .adapters import ChunkAnswer, answer_from_chunks, chunk_units
 
         view = self.reader.view()
         field_list = list(fields) if fields is not None else None
         units = chunk_units(chunks)
-        wire = answer_from_chunks(payload, chunks, view.snapshot, self.config, fields=field_list, question=question)
+        shaped = payload if isinstance(payload, (dict, ChunkAnswer)) else payload.model_dump()
+        wire = answer_from_chunks(shaped, chunks, view.snapshot, self.config, fields=field_list, question=question)
         first = self.check_report(json.dumps(wire, ensure_ascii=False, indent=1), kind="json", context=units,
                                   today=today, path=path, view=view)
         wire["status"], wire["missing_fields"] = first.status.value, list(first.missing_fields)

@@ -293,7 +293,7 @@ def build_server(root: Path, overrides: dict[str, Any] | None = None, today: dt.
                 if line is None:
                     raise ToolFailure("invalid-argument", "path needs a line")
                 target: str | None = f"{path}:{line}"
-                if verifier.evidence_path(target, verifier.config.root) is None:
+                if verifier.evidence_path(f"{path}:{line}", verifier.config.root) is None:
                     raise ToolFailure("unknown-source", f"{path} is not a file under the evidence folder")
             elif doc_id is not None:
                 target = doc_id + (f"@{version}" if version else "") + (f":{line}" if line else "")

@@ -14,7 +14,10 @@ Decisions where SPEC §5.1/§10 are silent:
 * **The new label** is one more than the largest numeric label used anywhere in the draft
   (references and definitions), so footnotes stay in reading order.
 * **The definition line** ``[^N]: ID sha256:HEX12 "LINE"`` goes at the end of the document,
-  after a blank line unless the last line is blank or already a definition.
+  after a blank line unless the last line is blank or already a definition. Inserted text
+  starts at the end of the last line (a final line break stays the last character), never
+  on a line past the end: editors that keep lines, not characters (Neovim), otherwise leave
+  an empty last line behind.
 * **Fix all** applies the core's fixes like ``grounding check --fix`` (non-overlapping, the
   first wins) but orders edits that start at the same place deterministically: a re-anchor
   (which also rewrites the quote) before a quote replacement.
@@ -27,8 +30,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+import yaml
 
 from .drafts import REF_RE, SENTENCE_END, ParsedDraft, Sentence
+from .evidence import YAML_LOADER
 from .model import CitationRef, Edit, Finding, Span
 from .text import LINE_BREAK
 
@@ -52,7 +59,8 @@ def fix_all_edits(findings: Iterable[Finding]) -> list[Edit]:
     dropped), with ties at one start position broken by :data:`FIXABLE` order.
     """
     ranked = sorted(
-        ((f.fix, FIXABLE.index(f.name)) for f in findings if f.fix is not None and f.name in FIXABLE),
+        ((edit, FIXABLE.index(f.name)) for f in findings if f.fix is not None and f.name in FIXABLE
+         for edit in (f.fix, *f.also)),
         key=lambda pair: (pair[0].span.start_line, pair[0].span.start_col, pair[1],
                           pair[0].span.end_line, pair[0].span.end_col, pair[0].new_text),
     )
@@ -101,20 +109,18 @@ def citation_edits(text: str, lines: Sequence[str], sentence_span: Span, citatio
         col -= 1
     ref_at = (sentence_span.end_line, col)
     eol = _eol(text)
-    ends_with_break = bool(text) and text[-1] in "\r\n"
     definition = definition_line(label, citation, sha256, line_text)
     if not lines:
         end = (0, 0)
         block = definition + eol
     else:
+        # At the end of the last line (before a final line break, which stays last), never on
+        # the line after it: an editor holding "a\nb\n" as the lines [a, b] appends a line
+        # for a position past its last one and keeps an empty line at the end (Neovim 0.11).
         last = lines[-1]
         blank_first = bool(last.strip()) and _DEFINITION_START.match(last) is None
-        if ends_with_break:
-            end = (len(lines), 0)
-            block = (eol if blank_first else "") + definition + eol
-        else:
-            end = (len(lines) - 1, len(last))
-            block = eol + (eol if blank_first else "") + definition
+        end = (len(lines) - 1, len(last))
+        block = eol + (eol if blank_first else "") + definition
     reference = f"[^{label}]"
     if ref_at == end:
         return [Edit(Span(*end, *end), reference + block, title)], label
@@ -166,12 +172,12 @@ def append_answer(text: str, lines: Sequence[str], markdown: str) -> Edit:
         renumbered.pop()
     while renumbered and not renumbered[0].strip():
         renumbered.pop(0)
-    block = eol.join(renumbered) + eol
     ends_with_break = text[-1] in "\r\n"
     last = lines[-1] if lines else ""
-    lead = ("" if ends_with_break else eol) + (eol if last.strip() else "")
-    at = (len(lines), 0) if ends_with_break else (len(lines) - 1, len(last))
-    return Edit(Span(*at, *at), lead + block, title)
+    # Inserted at the end of the last line, before a final line break (see citation_edits).
+    block = eol + (eol if last.strip() else "") + eol.join(renumbered) + ("" if ends_with_break else eol)
+    at = (max(len(lines) - 1, 0), len(last))
+    return Edit(Span(*at, *at), block, title)
 
 
 def _eol(text: str) -> str:
@@ -179,5 +185,110 @@ def _eol(text: str) -> str:
     return match.group(0) if match else "\n"
 
 
-__all__ = ["FIXABLE", "append_answer", "citation_edits", "definition_line", "fix_all_edits", "new_label",
-           "sentence_at"]
+__all__ = ["FIXABLE", "append_answer", "citation_edits", "context_unit_edits", "definition_line", "fix_all_edits",
+           "new_label", "sentence_at", "with_context_edits"]
+
+
+# ----------------------------------------------------------------- context follows a fix
+
+
+_UNIT = re.compile(r"(?P<doc>[^@\s]+)@(?P<version>[1-9][0-9]*)(?::(?P<lines>[0-9]+(?:-[0-9]+)?))?")
+
+
+def _context_unit_nodes(draft: ParsedDraft) -> list[tuple[str, Span, str]]:
+    """The YAML scalars of a Markdown draft's ``context: {units: [...]}``: their text, span
+    (0-based lines, code points; quotes included) and quote character (``""`` plain).
+    """
+    if draft.kind == "json" or draft.front_matter_lines < 2 or draft.context is None or draft.context.kind != "units":
+        return []
+    content = "\n".join(draft.lines[1:draft.front_matter_lines - 1])
+    try:
+        root = yaml.compose(content, Loader=YAML_LOADER)
+    except (yaml.YAMLError, RecursionError):
+        return []
+    if not isinstance(root, yaml.MappingNode):
+        return []
+    found = []
+    for key, value in root.value:
+        if str(key.value) != "context" or not isinstance(value, yaml.MappingNode):
+            continue
+        for inner_key, units in value.value:
+            if str(inner_key.value) != "units" or not isinstance(units, yaml.SequenceNode):
+                continue
+            for item in units.value:
+                start, end = item.start_mark, item.end_mark
+                if not isinstance(item, yaml.ScalarNode) or start.line != end.line:
+                    continue
+                quote = item.style if item.style in ("'", '"') else ""
+                found.append((str(item.value), Span.line(start.line + 1, start.column, end.column), quote))
+    return found
+
+
+def context_unit_edits(draft: ParsedDraft, old: CitationRef, new: CitationRef) -> tuple[list[Edit], str]:
+    """Keep a re-anchored citation visible in the draft's declared context units (SPEC §6).
+
+    When ``old`` (the citation before a re-anchor) is visible only through a units entry
+    ``DOC@V`` (the whole version), that entry becomes ``DOC@NEW`` (same quoting). An entry
+    naming lines of the old version (``DOC@V:5-8``) is not rewritten (its other lines may
+    serve other claims): the second value says what to change instead, e.g. ``"add
+    shipping@4:10 to context.units"``; it is empty when nothing needs to change (no units
+    context, or a unit already covers ``new``).
+    """
+    nodes = _context_unit_nodes(draft)
+    if not nodes:
+        return [], ""
+
+    def covers(text: str, ref: CitationRef) -> bool:
+        match = _UNIT.fullmatch(text.strip())
+        if match is None or match["doc"] != ref.doc_id or int(match["version"]) != ref.version:
+            return False
+        if match["lines"] is None:
+            return True
+        first, _, last = match["lines"].partition("-")
+        return int(first) <= ref.line <= int(last or first)
+
+    if any(covers(text, new) for text, _span, _quote in nodes):
+        return [], ""
+    edits = []
+    for text, span, quote in nodes:
+        match = _UNIT.fullmatch(text.strip())
+        if match is not None and match["lines"] is None and covers(text, old):
+            unit = f"{new.doc_id}@{new.version}"
+            edits.append(Edit(span, f"{quote}{unit}{quote}", f"Update context unit {text} to {unit}"))
+    if edits:
+        return edits, ""
+    if any(covers(text, old) for text, _span, _quote in nodes):
+        return [], f"add {new.id} to context.units"
+    return [], ""
+
+
+def with_context_edits(draft: ParsedDraft, findings: list[Finding]) -> list[Finding]:
+    """``findings`` with each re-anchor fix (``stale-citation``, ``hash-mismatch``) carrying
+    the context-unit edits of :func:`context_unit_edits` in ``also`` (or, when a unit cannot
+    be rewritten safely, the hint saying what to add). Pure.
+    """
+    out = []
+    for finding in findings:
+        fix = finding.fix
+        if fix is None or finding.name not in ("stale-citation", "hash-mismatch") or finding.citation is None:
+            out.append(finding)
+            continue
+        old = _parse_id(finding.citation)
+        new = _parse_id(fix.new_text.split(" ", 1)[0])
+        if old is None or new is None or old == new:
+            out.append(finding)
+            continue
+        also, advice = context_unit_edits(draft, old, new)
+        if also:
+            finding = replace(finding, also=tuple(also))
+        elif advice:
+            finding = replace(finding, hint=f"{finding.hint} Then {advice}.".strip())
+        out.append(finding)
+    return out
+
+
+def _parse_id(text: str) -> CitationRef | None:
+    match = _UNIT.fullmatch(text)
+    if match is None or match["lines"] is None or "-" in match["lines"]:
+        return None
+    return CitationRef(match["doc"], int(match["version"]), int(match["lines"]))

@@ -132,6 +132,9 @@ class Finding:
     related: tuple[Location, ...] = ()
     fix: Edit | None = None
     severity: Severity | None = None
+    also: tuple[Edit, ...] = ()
+    """Edits that belong to ``fix`` and are applied with it (a re-anchor also updates the
+    draft's context units, issue 12); never without it."""
 
     @property
     def rule(self) -> Rule:

@@ -6,7 +6,13 @@ are 0-based lines and code-point columns, lines of evidence are 1-based as in ci
 - :func:`locate`: the evidence line a citation names, and whether the file on disk still
   holds exactly that version (else a client shows the indexed text read-only);
 - :func:`citing_spans`: the citations in a draft that cite one evidence line (also stale
-  citations of the same text in an older version).
+  citations of the same text in an older version);
+- :func:`outline`: the draft's claims and citations as a tree (document symbols);
+- :func:`references_of`, :func:`label_at`, :func:`rename_label`: footnote references and
+  renaming a label in its references and its definition together;
+- :func:`citation_links`: the citation ids of a draft with what each names (document links);
+- :func:`citation_hints`: one short state per reference of a checked draft (inlay hints);
+- :func:`cited_line`: which line of an evidence version a citation cites (reference lenses).
 
 Every lookup goes through an :class:`~grounding_core.index.IndexSnapshot`.
 """
@@ -21,10 +27,10 @@ from pathlib import Path
 
 import json_source_map
 
-from .drafts import REF_RE, ParsedDraft, parse_definition
+from .drafts import REF_RE, ParsedDraft, label_problem, parse_definition
 from .index import IndexSnapshot, VersionRecord
-from .model import CitationRef, RegionRef, Span
-from .text import LineIndex
+from .model import CitationRef, Claim, DraftReport, Edit, Finding, RegionRef, Span
+from .text import LineIndex, shorten
 
 _DEFINITION_START = re.compile(r"\[\^([^\]\s]+)\]:")
 _CONTEXT_KEY = re.compile(r"context\s*:")
@@ -306,6 +312,319 @@ def _cited_text(ref: CitationRef, quote: str | None, snapshot: IndexSnapshot) ->
     return lines[ref.line - 1] if 1 <= ref.line <= len(lines) else None
 
 
-__all__ = ["CitationTarget", "ContextTarget", "EvidenceImage", "EvidenceLine", "RegionTarget", "Target",
-           "citing_spans", "file_holds", "locate", "locate_region", "nearest_occurrence", "read_image",
-           "target_at"]
+__all__ = ["CitationHint", "CitationLink", "CitationTarget", "ContextTarget", "EvidenceImage", "EvidenceLine",
+           "OutlineItem", "Reference", "RegionTarget", "RenameError", "Target", "citation_hints", "citation_links",
+           "cited_line", "citing_spans", "file_holds", "label_at", "locate", "locate_region", "nearest_occurrence",
+           "outline", "read_image", "references_of", "rename_label", "target_at"]
+
+
+# ------------------------------------------------------------------ footnote references
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """One footnote reference ``[^label]`` of a claim sentence: ``span`` covers the whole
+    reference, ``label_span`` the label between ``[^`` and ``]`` (0-based line, code points).
+    """
+
+    label: str
+    span: Span
+    label_span: Span
+
+
+def references_of(draft: ParsedDraft) -> list[Reference]:
+    """Every reference of the draft's claim sentences, in document order (Markdown; a JSON
+    answer has none). A reference preceded by a backslash is text, not a reference.
+    """
+    if draft.kind == "json":
+        return []
+    found: dict[Span, Reference] = {}
+    sentences = sorted({(c.sentence_span, c.label) for c in draft.claims if c.label is not None},
+                       key=lambda pair: (pair[0], pair[1]))
+    for span, label in sentences:
+        if span.start_line >= len(draft.lines):
+            continue
+        text = draft.lines[span.start_line]
+        end = span.end_col if span.end_line == span.start_line else len(text)
+        for m in REF_RE.finditer(text, span.start_col, end):
+            if m[1] != label or (m.start() > 0 and text[m.start() - 1] == "\\"):
+                continue
+            line = span.start_line
+            ref = Reference(label, Span.line(line, m.start(), m.end()), Span.line(line, m.start() + 2, m.end() - 1))
+            found.setdefault(ref.span, ref)
+    return [found[k] for k in sorted(found)]
+
+
+def _definition_label(line_text: str, line: int) -> tuple[str, Span] | None:
+    """The label of a footnote definition line ``[^label]: …`` and its span, or None."""
+    match = _DEFINITION_START.match(line_text)
+    if match is None:
+        return None
+    return match[1], Span.line(line, 2, 2 + len(match[1]))
+
+
+def label_at(draft: ParsedDraft, line: int, col: int) -> tuple[str, Span] | None:
+    """The footnote label under the cursor (0-based ``line``, code-point ``col``): on a claim's
+    reference ``[^label]`` (or just after it), or on the ``[^label]`` part of a definition
+    line. Returns the label and the span of the label text; None elsewhere and in JSON.
+    """
+    if draft.kind == "json" or not 0 <= line < len(draft.lines) or line < draft.front_matter_lines:
+        return None
+    for ref in references_of(draft):
+        s = ref.span
+        if s.start_line == line and s.start_col <= col <= s.end_col:
+            return ref.label, ref.label_span
+    found = _definition_label(draft.lines[line], line)
+    if found is not None and col <= found[1].end_col + 1:
+        return found
+    return None
+
+
+class RenameError(ValueError):
+    """A label rename that cannot be done; the message says why (for the editor)."""
+
+
+def rename_label(draft: ParsedDraft, label: str, new_label: str) -> list[Edit]:
+    """Edits renaming footnote ``label`` to ``new_label`` in every reference of a claim and in
+    every definition line of it, together (SPEC §5.1: the pair is one citation).
+
+    Raises :class:`RenameError` when ``new_label`` is not a valid label (the reason of
+    :func:`grounding_core.drafts.label_problem`), is already used by another reference or
+    definition (the two footnotes would merge), or when ``label`` occurs nowhere.
+    """
+    new_label = new_label.strip()
+    if new_label.startswith("[^") and new_label.endswith("]"):
+        new_label = new_label[2:-1]
+    problem = label_problem(new_label)
+    if problem is not None:
+        raise RenameError(f"[^{shorten(new_label, 40)}] is not a valid footnote label: {problem}")
+    references = [r for r in references_of(draft) if r.label == label]
+    definitions = [found[1] for n in range(draft.front_matter_lines, len(draft.lines))
+                   if (found := _definition_label(draft.lines[n], n)) is not None and found[0] == label]
+    if not references and not definitions:
+        raise RenameError(f"[^{shorten(label, 40)}] is not used in this draft")
+    if new_label == label:
+        return []
+    used = {r.label for r in references_of(draft)}
+    used.update(found[0] for n in range(draft.front_matter_lines, len(draft.lines))
+                if (found := _definition_label(draft.lines[n], n)) is not None)
+    if new_label in used:
+        raise RenameError(f"[^{shorten(new_label, 40)}] is already used in this draft; renaming [^{shorten(label, 40)}]"
+                          " to it would merge two footnotes")
+    title = f"Rename [^{label}] to [^{new_label}]"
+    spans = sorted({*(r.label_span for r in references), *definitions})
+    return [Edit(span, new_label, title) for span in spans]
+
+
+# ---------------------------------------------------------------------------- outline
+
+
+@dataclass(frozen=True, slots=True)
+class OutlineItem:
+    """One entry of a draft's outline. ``kind``: ``"claim"`` (a sentence holding references;
+    children: its ``"reference"`` items), ``"citation"`` (a footnote definition, or a JSON
+    claim object). ``span`` is what the entry covers, ``selection`` the part to highlight
+    (inside ``span``); 0-based lines, code-point columns.
+    """
+
+    name: str
+    detail: str
+    kind: str
+    span: Span
+    selection: Span
+    children: tuple[OutlineItem, ...] = ()
+
+
+OUTLINE_NAME = 80
+"""Code points of a sentence or quote shown in an outline entry's name or detail."""
+
+
+def outline(draft: ParsedDraft) -> list[OutlineItem]:
+    """The draft's claims and citations as an outline, in document order.
+
+    Markdown: each claim sentence (name: the sentence, detail: the ids it cites) with one child
+    per reference (``[^1] schedule@2:7``), then each footnote definition a claim uses (name:
+    ``[^1] schedule@2:7``, detail: the quote; selection: the id). JSON: each claim object
+    (name: its id, detail: its ``text``). Pure; linear in the draft.
+    """
+    if draft.kind == "json":
+        items = []
+        for claim in draft.claims:
+            name = claim.citation.id if claim.citation is not None else "(malformed claim)"
+            detail = shorten(claim.json_text or claim.quote or "", OUTLINE_NAME)
+            items.append(OutlineItem(name, detail, "citation", claim.citation_span, claim.value_span("id")))
+        return items
+    by_label: dict[str, Claim] = {}
+    for claim in draft.claims:
+        if claim.label is not None:
+            by_label.setdefault(claim.label, claim)
+    refs_by_sentence: dict[Span, list[Reference]] = {}
+    sentence_of = {c.sentence_span: c for c in draft.claims}
+    on_line: dict[int, list[Span]] = {}
+    for span in sorted(sentence_of):
+        on_line.setdefault(span.start_line, []).append(span)
+    for ref in references_of(draft):
+        for span in on_line.get(ref.span.start_line, ()):
+            if span.start_col <= ref.span.start_col < span.end_col + 1:
+                refs_by_sentence.setdefault(span, []).append(ref)
+                break
+    sentences: list[OutlineItem] = []
+    for span in sorted(sentence_of):
+        claim = sentence_of[span]
+        children = []
+        for ref in refs_by_sentence.get(span, []):
+            cited = by_label.get(ref.label)
+            name = f"[^{ref.label}] " + (cited.citation.id if cited is not None and cited.citation is not None
+                                         else "(no valid citation)")
+            children.append(OutlineItem(shorten(name, OUTLINE_NAME), "", "reference", ref.span, ref.span))
+        ids = [c.name.split(" ", 1)[1] for c in children]
+        sentences.append(OutlineItem(shorten(claim.sentence.strip(), OUTLINE_NAME), ", ".join(dict.fromkeys(ids)),
+                                     "claim", span, span, tuple(children)))
+    definitions: list[OutlineItem] = []
+    seen: set[int] = set()
+    for claim in draft.claims:
+        cited_ref = claim.citation
+        line = claim.citation_span.start_line
+        if cited_ref is None or claim.label is None or line in seen or line >= len(draft.lines):
+            continue
+        seen.add(line)
+        start = claim.citation_span.start_col
+        whole = Span.line(line, 0, len(draft.lines[line]))
+        name = f"[^{shorten(claim.label, 40)}] {cited_ref.id}"
+        definitions.append(OutlineItem(name, shorten(claim.quote or "", OUTLINE_NAME), "citation", whole,
+                                       Span.line(line, start, start + len(cited_ref.id))))
+    definitions.sort(key=lambda item: item.span)
+    return sentences + definitions
+
+
+# ------------------------------------------------------------------------------ links
+
+
+@dataclass(frozen=True, slots=True)
+class CitationLink:
+    """A citation id in a draft (``span``: the id in a definition, or a JSON claim's ``id``
+    value) and what it names.
+    """
+
+    span: Span
+    citation: CitationRef
+
+
+def citation_links(draft: ParsedDraft) -> list[CitationLink]:
+    """Every parsed citation's id span, one per definition, in document order."""
+    found: dict[Span, CitationLink] = {}
+    for claim in draft.claims:
+        ref = claim.citation
+        if ref is None:
+            continue
+        if draft.kind == "json":
+            span = claim.value_span("id")
+        else:
+            start = claim.citation_span.start_col
+            span = Span.line(claim.citation_span.start_line, start, start + len(ref.id))
+        found.setdefault(span, CitationLink(span, ref))
+    return [found[k] for k in sorted(found)]
+
+
+# ------------------------------------------------------------------------ inlay hints
+
+
+@dataclass(frozen=True, slots=True)
+class CitationHint:
+    """A short state shown right after a reference (JSON: after a claim's ``id`` value):
+    ``line`` 0-based, ``col`` code points; ``label`` e.g. ``✓ v2``, ``stale → v3``,
+    ``✗ quote-mismatch``; ``tooltip`` the finding's message or why the citation is valid.
+    """
+
+    line: int
+    col: int
+    label: str
+    tooltip: str
+
+
+_CITATION_FINDINGS = ("malformed-citation", "unknown-source", "stale-citation", "hash-mismatch", "quote-mismatch",
+                      "inactive-source", "meta-field", "unsupported-attribute", "invisible-source")
+"""Errors about one citation, in the order a hint names the first (the state that matters most)."""
+
+
+def citation_hints(draft: ParsedDraft, report: DraftReport, snapshot: IndexSnapshot) -> list[CitationHint]:
+    """One hint per reference of a checked draft (``report`` is ``draft``'s), document order.
+
+    A valid claim (SPEC §7.2) is ``✓ vN``, with ``· conflict`` when the cited field conflicts
+    (GR108); a stale citation is ``stale → vM`` (M the newest version); any other invalid
+    citation ``✗ NAME`` of its first citation error. Reads the newest version of each stale
+    document from ``snapshot``.
+    """
+    valid = set(report.valid_claims)
+    by_line: dict[int, list[Finding]] = {}
+    for finding in report.findings:
+        by_line.setdefault(finding.span.start_line, []).append(finding)
+
+    def state(claim: Claim) -> tuple[str, str]:
+        ref = claim.citation
+        span = claim.citation_span
+        own = [f for line in range(span.start_line, span.end_line + 1) for f in by_line.get(line, ())
+               if _within(f.span, span)]
+        errors = sorted((f for f in own if f.name in _CITATION_FINDINGS),
+                        key=lambda f: _CITATION_FINDINGS.index(f.name))
+        if ref is not None and claim in valid and not errors:
+            conflict = [f for f in own if f.name == "field-conflict"]
+            label = f"✓ v{ref.version}" + (" · conflict" if conflict else "")
+            tip = conflict[0].message if conflict else f"{ref.id}: the quote is the cited line of the current version."
+            return label, tip
+        if not errors:
+            return "✗ not valid", "This claim is not valid; see the diagnostics on its citation."
+        first = errors[0]
+        if first.name == "stale-citation" and ref is not None:
+            newest = snapshot.newest(ref.doc_id)
+            if newest is not None:
+                return f"stale → v{newest.version}", first.message
+        return f"✗ {first.name}", first.message
+
+    out: list[CitationHint] = []
+    if draft.kind == "json":
+        for json_claim in draft.claims:
+            end = json_claim.value_span("id")
+            label, tip = state(json_claim)
+            out.append(CitationHint(end.end_line, end.end_col, label, tip))
+        return out
+    by_label: dict[str | None, list[Claim]] = {}
+    for claim in draft.claims:
+        by_label.setdefault(claim.label, []).append(claim)
+    for ref in references_of(draft):
+        found = next((c for c in by_label.get(ref.label, ()) if _within(ref.span, c.sentence_span)), None)
+        if found is None:
+            continue
+        label, tip = state(found)
+        out.append(CitationHint(ref.span.end_line, ref.span.end_col, label, tip))
+    return out
+
+
+def _within(inner: Span, outer: Span) -> bool:
+    return (outer.start_line, outer.start_col) <= (inner.start_line, inner.start_col) and \
+        (inner.end_line, inner.end_col) <= (outer.end_line, outer.end_col)
+
+
+# ---------------------------------------------------------------- reference lenses
+
+
+def cited_line(ref: CitationRef, quote: str | None, record: VersionRecord, lines: Sequence[str],
+               snapshot: IndexSnapshot, positions: dict[str, list[int]]) -> int | None:
+    """The 1-based line of ``record`` (a version of ``ref.doc_id`` with ``lines``) that the
+    citation ``ref`` cites: its own line when it names that version, else the line holding
+    exactly the cited text (the text of the version it names, or its quote when that version
+    was never indexed), nearest to its line number; None when no line holds it.
+    ``positions`` maps each line text of ``record`` to its 1-based numbers (built once per
+    version by the caller).
+    """
+    if ref.doc_id != record.doc_id:
+        return None
+    if ref.version == record.version:
+        return ref.line if 1 <= ref.line <= len(lines) else None
+    text = _cited_text(ref, quote, snapshot)
+    if text is None or not text.strip():
+        return None
+    found = positions.get(text)
+    if not found:
+        return None
+    return min(found, key=lambda n: (abs(n - ref.line), n))

@@ -19,6 +19,7 @@ from . import image_claims
 from .config import Config
 from .conflicts import Conflict, GateResult, check_keys, source_id
 from .drafts import ContextSpec, ContextUnitSpec, ParsedDraft, parse_context_log
+from .edits import with_context_edits
 from .evidence import EvidenceDocument, parse_field_line, split_marker
 from .images import is_image_path
 from .index import ConflictKey, IndexSnapshot, VersionRecord
@@ -207,7 +208,7 @@ def _check(draft: ParsedDraft, snapshot: IndexSnapshot, config: Config, today: d
         path=path, status=status, required_fields=required, covered_fields=covered,
         missing_fields=missing, field_completeness=not missing, coverage=coverage,
         same_key_sources_checked=gate.lines_checked,
-        findings=_sorted_unique(findings), valid_claims=[r.claim for r in valid],
+        findings=with_context_edits(draft, _sorted_unique(findings)), valid_claims=[r.claim for r in valid],
         claims=list(draft.claims), output_tokens=tokens, output_reserve=reserve,
         wire_claims=[_wire_claim(r) for r in valid],
         index_complete=visibility.complete if visibility is not None else True,
@@ -417,12 +418,17 @@ def _check_claim(
         else:
             hint = ("The cited line no longer exists verbatim in the current version; re-read it and"
                     " cite the current line.")
-        add("stale-citation",
-            f"{cid} cites version {ref.version}, but version {newest} of '{ref.doc_id}' is current",
-            hint=hint,
-            fix=fix,
-            related=(Location(config.evidence_display(current.path), 1, f"current version {newest}"),),
-        )
+        message = f"{cid} cites version {ref.version}, but version {newest} of '{ref.doc_id}' is current"
+        stale_related = [Location(config.evidence_display(current.path), 1, f"current version {newest}")]
+        moved = None if fix or current_inactive else _same_field_now(claim, state, current, record)
+        if moved is not None:
+            number, text = moved
+            message += f"; its field is now line {number}: '{shorten(text)}'"
+            hint = (f"Cite {ref.doc_id}@{newest}:{number} (the same field now), then check that the sentence"
+                    " still says what that line says.")
+            stale_related.insert(0, Location(config.evidence_display(current.path), number,
+                                             f"{CURRENT_FIELD_LINE} {newest}", text))
+        add("stale-citation", message, hint=hint, fix=fix, related=tuple(stale_related))
         if record is None:
             return result  # older content never indexed: hash and quote are not checked
     assert record is not None
@@ -472,8 +478,11 @@ def _check_claim(
             message = f"the quote is not line {ref.line} of {ref.doc_id}@{ref.version} verbatim"
             message += f": {detail}" if detail else ""
             hint = "Quote the whole cited line exactly, list marker included."
-        add("quote-mismatch", message, hint=hint, related=related,
-            fix=_replace_quote(claim, line_text) if not where and claim.json_text is None else None,
+        if where:
+            fix_quote = _move_to_line(claim, record, where, doc)
+        else:
+            fix_quote = _replace_quote(claim, line_text) if claim.json_text is None else None
+        add("quote-mismatch", message, hint=hint, related=related, fix=fix_quote,
             at=claim.value_span("quote") if claim.json_text is not None else None)
     if claim.json_text is not None:
         expected_text = split_marker(quote)
@@ -557,6 +566,48 @@ def _reanchor(claim: Claim, state: IndexSnapshot, current: VersionRecord,
     new_id = f"{current.doc_id}@{current.version}:{line}"
     new_text = f'{new_id} sha256:{current.sha256[:12]} "{wanted}"'
     return Edit(claim.citation_span, new_text, f"Re-anchor to {new_id}")
+
+
+CURRENT_FIELD_LINE = "same field in current version"
+"""Message prefix of a stale citation's related location naming the same field's current line
+(the server's "Cite the current line" action reads it)."""
+
+
+def _same_field_now(claim: Claim, state: IndexSnapshot, current: VersionRecord,
+                    record: VersionRecord | None) -> tuple[int, str] | None:
+    """The current version's line of the field a stale citation cited (nearest to the old
+    line number when the field occurs more than once), or None (the old version was never
+    indexed, the cited line is no field line, or the field is gone).
+    """
+    ref = claim.citation
+    if ref is None or record is None:
+        return None
+    old_doc = state.document(record)
+    old_field = None if old_doc.is_front_matter_line(ref.line) else old_doc.field_lines.get(ref.line)
+    if old_field is None:
+        return None
+    doc = state.document(current)
+    numbers = [n for n, fl in doc.field_lines.items()
+               if fl.field == old_field.field and not doc.is_front_matter_line(n)]
+    if not numbers:
+        return None
+    number = min(numbers, key=lambda n: (abs(n - ref.line), n))
+    return number, doc.lines[number - 1]
+
+
+def _move_to_line(claim: Claim, record: VersionRecord, where: list[int], doc: EvidenceDocument) -> Edit | None:
+    """The wrong-line fix, offered only when it is safe: the quote is exactly one line of the
+    cited version (``where`` holds every line equal to it) and the hash pins that version, so
+    quote + hash name the line. Markdown definitions only (a JSON claim repeats the line in
+    ``line`` and ``id``).
+    """
+    ref = claim.citation
+    hex_text = claim.hash_prefix or ""
+    if (ref is None or claim.json_text is not None or len(where) != 1 or not hex_text
+            or not record.sha256.startswith(hex_text) or doc.is_front_matter_line(where[0])):
+        return None
+    new_id = f"{ref.doc_id}@{ref.version}:{where[0]}"
+    return Edit(claim.citation_span, f'{new_id} sha256:{hex_text} "{claim.quote}"', f"Cite line {where[0]} ({new_id})")
 
 
 def _replace_quote(claim: Claim, line_text: str) -> Edit | None:

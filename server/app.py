@@ -41,7 +41,19 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.uris import from_fs_path
 
 from server.documents import GroundingWorkspace
-from server.features import actions, commands, completion, diagnostics, navigation, status, workspace
+from server.features import (
+    actions,
+    commands,
+    completion,
+    diagnostics,
+    hints,
+    navigation,
+    rename,
+    status,
+    symbols,
+    workspace,
+)
+from server.features import references as reference_lenses
 from server.positions import PositionCodec, negotiate
 from server.protocol import DOCUMENT_TEXT, VERSION_TEXT
 from server.session import Session
@@ -304,6 +316,9 @@ class PyglsClient:
     async def refresh_code_lenses(self) -> None:
         await self.server.workspace_code_lens_refresh_async(None)
 
+    async def refresh_inlay_hints(self) -> None:
+        await self.server.workspace_inlay_hint_refresh_async(None)
+
     async def create_progress(self, token: str) -> None:
         await self.server.work_done_progress.create_async(token)
 
@@ -393,6 +408,30 @@ def _register(server: GroundingServer) -> None:  # noqa: C901  (one line per han
     async def references(ls: GroundingServer, params: types.ReferenceParams) -> list[types.Location] | None:
         return await ls.session.guard("references", navigation.references, params)
 
+    @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+    async def document_symbol(ls: GroundingServer, params: types.DocumentSymbolParams) -> Any:
+        return await ls.session.guard("documentSymbol", symbols.document_symbol, params)
+
+    @server.feature(types.WORKSPACE_SYMBOL)
+    async def workspace_symbol(ls: GroundingServer, params: types.WorkspaceSymbolParams) -> Any:
+        return await ls.session.guard("workspaceSymbol", symbols.workspace_symbol, params)
+
+    @server.feature(types.TEXT_DOCUMENT_DOCUMENT_LINK)
+    async def document_link(ls: GroundingServer, params: types.DocumentLinkParams) -> Any:
+        return await ls.session.guard("documentLink", symbols.document_link, params)
+
+    @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
+    async def inlay_hint(ls: GroundingServer, params: types.InlayHintParams) -> Any:
+        return await ls.session.guard("inlayHint", hints.inlay_hint, params)
+
+    @server.feature(types.TEXT_DOCUMENT_PREPARE_RENAME)
+    async def prepare_rename(ls: GroundingServer, params: types.PrepareRenameParams) -> Any:
+        return await ls.session.guard("prepareRename", rename.prepare_rename, params)
+
+    @server.feature(types.TEXT_DOCUMENT_RENAME, types.RenameOptions(prepare_provider=True))
+    async def rename_label(ls: GroundingServer, params: types.RenameParams) -> Any:
+        return await ls.session.guard("rename", rename.rename, params)
+
     @server.feature(VERSION_TEXT)
     async def version_text(ls: GroundingServer, params: Any) -> dict[str, Any] | None:
         return await ls.session.guard(VERSION_TEXT, navigation.version_text, params)
@@ -426,6 +465,10 @@ def _register(server: GroundingServer) -> None:  # noqa: C901  (one line per han
     @server.command("grounding.fixAll")
     async def fix_all(ls: GroundingServer, *args: Any) -> Any:
         return await ls.session.guard("grounding.fixAll", commands.fix_all, *args)
+
+    @server.command(reference_lenses.SHOW_REFERENCES)
+    async def show_references(ls: GroundingServer, *args: Any) -> Any:
+        return await ls.session.guard(reference_lenses.SHOW_REFERENCES, reference_lenses.show_references, *args)
 
     @server.command("grounding.showContext")
     async def show_context(ls: GroundingServer, *args: Any) -> Any:

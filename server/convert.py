@@ -171,17 +171,28 @@ def lsp_hover(markdown: str, span: Span, lines: Sequence[str], codec: PositionCo
                        range=lsp_range(span, lines, codec))
 
 
-def lsp_completion_item(entry: Entry, lines: Sequence[str], codec: PositionCodec) -> types.CompletionItem:
-    """One core completion entry -> a completion item whose edit replaces ``entry.span``."""
+def lsp_completion_item(entry: Entry, lines: Sequence[str], codec: PositionCodec,
+                        label_details: bool = False) -> types.CompletionItem:
+    """One core completion entry -> a completion item whose edit replaces ``entry.span``.
+
+    ``detail`` is the entry's detail (a line's text, a document's title, a version's state);
+    with ``label_details`` (the client's ``labelDetailsSupport``) it is also the
+    ``labelDetails.description``, which VS Code shows beside the label of *every* item, not
+    only the focused one (Neovim shows ``detail`` in its menu column either way).
+    """
     return types.CompletionItem(
         label=entry.label, kind=_KINDS[entry.kind], detail=entry.detail, documentation=entry.documentation,
+        label_details=types.CompletionItemLabelDetails(description=entry.detail) if label_details and entry.detail
+        else None,
         sort_text=entry.sort_text, filter_text=entry.filter_text, preselect=entry.preselect or None,
         text_edit=types.TextEdit(range=lsp_range(entry.span, lines, codec), new_text=entry.new_text))
 
 
-def lsp_completion_list(completions: Completions, lines: Sequence[str], codec: PositionCodec) -> types.CompletionList:
+def lsp_completion_list(completions: Completions, lines: Sequence[str], codec: PositionCodec,
+                        label_details: bool = False) -> types.CompletionList:
     return types.CompletionList(is_incomplete=completions.incomplete,
-                                items=[lsp_completion_item(e, lines, codec) for e in completions.entries])
+                                items=[lsp_completion_item(e, lines, codec, label_details)
+                                       for e in completions.entries])
 
 
 def _span_json(span: Span) -> dict[str, int]:

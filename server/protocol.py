@@ -45,6 +45,7 @@ COMMANDS = (
     "grounding.draftAnswer",
     "grounding.fixAll",
     "grounding.showContext",
+    "grounding.showReferences",
 )
 
 

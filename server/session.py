@@ -52,7 +52,7 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from grounding_core.check import check_parsed, check_text
 from grounding_core.config import Config
-from grounding_core.drafts import ParsedDraft
+from grounding_core.drafts import ParsedDraft, draft_kind
 from grounding_core.index import IndexSnapshot
 from grounding_core.model import DraftReport
 from grounding_core.text import split_lines
@@ -67,6 +67,9 @@ T = TypeVar("T")
 DEBOUNCE_SECONDS = 0.15
 """Typing debounce: a ``didChange`` is checked 150 ms after the last change (SPEC §10);
 open and save are checked at once."""
+_NEVER_EVIDENCE = (".git", ".grounding")
+"""Folders the evidence walk never enters (``grounding_core.config``), so nothing in them is
+an evidence file for the editor either."""
 READER_THREADS = 4
 """Worker threads for checks and lookups (hover, completion, code actions, evidence diagnostics)."""
 
@@ -103,6 +106,8 @@ class Client(Protocol):
     def refresh_diagnostics(self) -> None: ...
 
     async def refresh_code_lenses(self) -> None: ...
+
+    async def refresh_inlay_hints(self) -> None: ...
 
     async def create_progress(self, token: str) -> None: ...
 
@@ -344,7 +349,26 @@ class DraftResult:
 
 
 def run_check(job: CheckJob) -> DraftResult:
-    """Parse and check one captured draft (worker thread; pure over the job)."""
+    """Parse and check one captured draft (worker thread; pure over the job).
+
+    An unexpected exception (a bug, not bad input) becomes the result's one finding, as in
+    ``grounding check`` (:func:`grounding.cli.internal_error_report`: GR101 at 1:1, status
+    abstain), logged with its traceback: the writer sees why the draft is not verified
+    instead of stale squiggles, and the other drafts go on.
+    """
+    try:
+        return _run_check(job)
+    except Exception as exc:
+        from grounding.cli import internal_error_report
+
+        logger.exception("checking %s failed", job.rel)
+        draft = job.draft or ParsedDraft(kind=draft_kind(job.rel), text=job.document.text,
+                                         lines=list(job.document.lines))
+        report = internal_error_report(job.rel, exc)
+        return DraftResult(job.document.uri, job.key, job.document, draft, report, job.rel)
+
+
+def _run_check(job: CheckJob) -> DraftResult:
     view = job.view
     if job.draft is not None:
         report = check_parsed(job.draft, job.rel, view.snapshot, view.config, view.today, view.read_text)
@@ -482,7 +506,9 @@ class Session:
         if config is None or path is None:
             return None
         rel = _relative(path, config.evidence_root)
-        return rel if rel is not None and config.evidence_matches(rel) else None
+        if rel is None or any(part in _NEVER_EVIDENCE for part in rel.split("/")):
+            return None  # e.g. a version copy under .grounding/versions with evidence = "."
+        return rel if config.evidence_matches(rel) else None
 
     def under_evidence(self, uri: str) -> bool:
         """True when ``uri`` is a file path inside the evidence root (matching or not)."""

@@ -247,6 +247,15 @@ def _check_one(ws: Workspace, rel_path: str, state: Any) -> DraftReport:
         return internal_error_report(rel_path, exc)
 
 
+def _edit_before(text: str, edit: Any) -> str:
+    """The text an edit replaces (shortened), for the ``--fix`` log line ``old → new``."""
+    from grounding_core.text import LineIndex
+
+    index = LineIndex(text)
+    span = edit.span
+    return shorten(text[index.offset(span.start_line, span.start_col):index.offset(span.end_line, span.end_col)], 100)
+
+
 def internal_error_report(rel_path: str, exc: BaseException) -> DraftReport:
     """The report of a draft whose check raised: one ``malformed-citation`` error at 1:1.
 
@@ -280,7 +289,7 @@ def _apply_fixes(ws: Workspace, reports: list[DraftReport], state: Any) -> list[
 
     out: list[DraftReport] = []
     for report in reports:
-        edits = [f.fix for f in report.findings if f.fix is not None]
+        edits = list(dict.fromkeys(edit for f in report.findings if f.fix is not None for edit in (f.fix, *f.also)))
         if edits:
             try:
                 path = check_draft_write(ws.config.root / report.path, ws.config.evidence_root)
@@ -292,9 +301,9 @@ def _apply_fixes(ws: Workspace, reports: list[DraftReport], state: Any) -> list[
                 print(f"grounding: not fixing {report.path}: {reason}", file=sys.stderr)
                 out.append(report)
                 continue
-            for edit in edits:
-                print(f"grounding: fixed {report.path}:{edit.span.start_line + 1}: {edit.title}",
-                      file=sys.stderr)
+            for edit in sorted(edits, key=lambda e: (e.span.start_line, e.span.start_col)):
+                print(f"grounding: fixed {report.path}:{edit.span.start_line + 1}: {edit.title}: "
+                      f"{_edit_before(text[len(bom):], edit)} → {shorten(edit.new_text, 100)}", file=sys.stderr)
             report = _check_one(ws, report.path, state)
         out.append(report)
     return out

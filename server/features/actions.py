@@ -10,11 +10,17 @@ the requested range:
 * **quickfix for a mechanical citation slip** — a ``malformed-citation`` (GR101) whose fix
   the core computed (an IME's full-width ``＠``/``：`` in the id: the same edit
   ``grounding check --fix`` applies);
-* **quickfix "Cite DOC@V:L — LINE"** (up to :data:`MAX_CITATION_ACTIONS`) — an
-  ``uncited-claim`` (GR110), candidates from ``grounding_core.candidates``;
-* **"Fix all Grounding citations in file"** — kind ``source.fixAll`` (for "fix on save") and
-  also as a quickfix next to any fixable finding: every safe fix at once
-  (``grounding_core.edits.fix_all_edits``).
+* **quickfix "Cite DOC@V:L — LINE (why: …)"** (up to :data:`MAX_CITATION_ACTIONS`) — an
+  ``uncited-claim`` (GR110), candidates from ``grounding_core.candidates`` ranked by the
+  sentence's values and field names and the draft's ``fields``; the title ends with why the
+  line is offered (:attr:`~grounding_core.candidates.Candidate.reasons`);
+* **quickfix "Cite the current line DOC@V:L — LINE"** — a ``stale-citation`` (GR104) whose
+  line changed: the same field's current line (not a safe fix, so never in fix all);
+* **"Fix all Grounding citations in file"** — every safe fix at once
+  (``grounding_core.edits.fix_all_edits``), once per menu: as a quickfix next to a fixable
+  finding when the request names no kinds (the editor's quick-fix menu), and as kind
+  ``source.fixAll`` only when the request asks for source actions (``only``: "fix on save",
+  the Source Action menu). A menu never lists it twice.
 
 Every action carries a ``WorkspaceEdit`` converted against the lines of the snapshot the
 result was computed for; with ``documentChanges`` support it names that document version, so
@@ -30,14 +36,16 @@ from dataclasses import dataclass
 
 from lsprotocol import types
 
-from grounding_core.candidates import citation_candidates
+from grounding_core.candidates import Candidate, citation_candidates
 from grounding_core.check import resolve_visibility
-from grounding_core.edits import FIXABLE, citation_edits, fix_all_edits
+from grounding_core.edits import FIXABLE, HASH_PREFIX, citation_edits, fix_all_edits
 from grounding_core.model import Edit, Finding, Span
+from grounding_core.verify import CURRENT_FIELD_LINE
 from server.convert import lsp_range, lsp_workspace_edit
 from server.session import DraftResult, IndexView, Session
 
-__all__ = ["FIX_ALL_TITLE", "MAX_CITATION_ACTIONS", "OPTIONS", "code_action", "code_actions", "workspace_edit"]
+__all__ = ["FIX_ALL_TITLE", "MAX_CITATION_ACTIONS", "OPTIONS", "citation_title", "code_action", "code_actions",
+           "workspace_edit"]
 
 logger = logging.getLogger(__name__)
 
@@ -95,15 +103,17 @@ def code_actions(result: DraftResult, view: IndexView, request: _Request) -> lis
                 actions.append(types.CodeAction(
                     title=finding.fix.title, kind=types.CodeActionKind.QuickFix,
                     diagnostics=_matching(finding, result, request.diagnostics), is_preferred=True,
-                    edit=workspace_edit(result, [finding.fix], request.document_changes)))
+                    edit=workspace_edit(result, [finding.fix, *finding.also], request.document_changes)))
             elif finding.name == "uncited-claim":
                 actions.extend(_citation_actions(result, view, finding, request))
+            elif finding.name == "stale-citation":
+                actions.extend(_current_line_action(result, view, finding, request))
     all_edits = fix_all_edits(findings)
     if all_edits:
         edit = workspace_edit(result, all_edits, request.document_changes)
         if touched_fixable and _kind_allowed(quickfix, request.only):
             actions.append(types.CodeAction(title=FIX_ALL_TITLE, kind=types.CodeActionKind.QuickFix, edit=edit))
-        if _kind_allowed(fix_all_kind, request.only):
+        if request.only and _kind_allowed(fix_all_kind, request.only):
             actions.append(types.CodeAction(title=FIX_ALL_TITLE, kind=types.CodeActionKind.SourceFixAll, edit=edit))
     return actions
 
@@ -116,7 +126,8 @@ def _citation_actions(result: DraftResult, view: IndexView, finding: Finding,
         return []
     try:  # a failing search must not take the other fixes with it
         visibility = resolve_visibility(result.draft, view.snapshot, view.config, view.today, view.read_text)
-        candidates = citation_candidates(view.snapshot, sentence.text, view.today, visibility, MAX_CITATION_ACTIONS)
+        candidates = citation_candidates(view.snapshot, sentence.text, view.today, visibility, MAX_CITATION_ACTIONS,
+                                         [name for name, _span in result.draft.fields])
     except Exception:
         logger.exception("citation candidates failed for %r", sentence.text[:80])
         return []
@@ -127,10 +138,38 @@ def _citation_actions(result: DraftResult, view: IndexView, finding: Finding,
         edits, _label = citation_edits(doc.text, doc.lines, sentence.span, candidate.citation, candidate.sha256,
                                        candidate.text)
         actions.append(types.CodeAction(
-            title=f"Cite {candidate.id} — {candidate.text}", kind=types.CodeActionKind.QuickFix,
+            title=citation_title(candidate), kind=types.CodeActionKind.QuickFix,
             diagnostics=matching, is_preferred=index == 0 and candidate.value_in_sentence,
             edit=workspace_edit(result, edits, request.document_changes)))
     return actions
+
+
+def _current_line_action(result: DraftResult, view: IndexView, finding: Finding,
+                         request: _Request) -> list[types.CodeAction]:
+    """"Cite the current line DOC@V:L" for a stale citation whose line changed: the same
+    field's line in the current version (the finding's first related location names it,
+    ``grounding_core.verify.CURRENT_FIELD_LINE``). Not a safe fix (the sentence may now say
+    something else; the claim-value check tells), so never part of fix all.
+    """
+    moved = next((r for r in finding.related if r.message.startswith(CURRENT_FIELD_LINE)), None)
+    if moved is None or moved.line_text is None or finding.citation is None:
+        return []
+    doc_id = finding.citation.rpartition("@")[0]
+    current = view.snapshot.newest(doc_id)
+    if current is None:
+        return []
+    new_id = f"{doc_id}@{current.version}:{moved.line}"
+    edit = Edit(finding.span, f'{new_id} sha256:{current.sha256[:HASH_PREFIX]} "{moved.line_text}"',
+                f"Cite the current line {new_id}")
+    return [types.CodeAction(
+        title=f"Cite the current line {new_id} — {moved.line_text}", kind=types.CodeActionKind.QuickFix,
+        diagnostics=_matching(finding, result, request.diagnostics),
+        edit=workspace_edit(result, [edit], request.document_changes))]
+
+
+def citation_title(candidate: Candidate) -> str:
+    """``Cite DOC@V:L — LINE (why: value in the sentence, current version)``."""
+    return f"Cite {candidate.id} — {candidate.text} (why: {', '.join(candidate.reasons)})"
 
 
 def _intersects(a: Span, b: Span) -> bool:

@@ -147,7 +147,8 @@ async def insert_citation(session: Session, *args: Any) -> dict[str, Any]:
 
     def best() -> Any:
         visibility = resolve_visibility(result.draft, view.snapshot, view.config, view.today, view.read_text)
-        found = citation_candidates(view.snapshot, sentence.text, view.today, visibility, 1)
+        found = citation_candidates(view.snapshot, sentence.text, view.today, visibility, 1,
+                                    [name for name, _span in result.draft.fields])
         return found[0] if found else None
 
     candidate = await session.readers.run(best)
@@ -156,7 +157,7 @@ async def insert_citation(session: Session, *args: Any) -> dict[str, Any]:
     edits, label = citation_edits(document.text, document.lines, sentence.span, candidate.citation,
                                   candidate.sha256, candidate.text)
     out = await _apply(session, document, edits, f"Cite {candidate.id}")
-    out.update(citation=candidate.id, label=label, line=candidate.text)
+    out.update(citation=candidate.id, label=label, line=candidate.text, reasons=list(candidate.reasons))
     if out["applied"]:
         out["message"] = f"Cited {candidate.id} as [^{label}]."
     return out
@@ -208,7 +209,7 @@ async def draft_answer(session: Session, *args: Any) -> dict[str, Any]:
     out["markdown"] = inserted.new_text
     if out["applied"]:
         n = len(out["claims"])
-        out["message"] = f"Inserted a {out['status']} answer with {n} claim{'' if n == 1 else 's'}."
+        out["message"] = f"Inserted an answer (status: {out['status']}) with {n} claim{'' if n == 1 else 's'}."
     return out
 
 

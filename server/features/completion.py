@@ -5,6 +5,10 @@ the open draft and the index view, converts the cursor with the session codec an
 entries' spans back (in the worker that computes them). Trigger characters are ``@``,
 ``:`` and ``#`` (image regions, SPEC §12). Only drafts (SPEC §2 globs) are served; before
 the first index exists, nothing is.
+
+A line entry's label is its number and its ``detail`` the line's text; a client with
+``labelDetailsSupport`` (VS Code) also gets the text as ``labelDetails.description``, shown
+beside every item of the list (``server/convert.py``).
 """
 
 from __future__ import annotations
@@ -28,13 +32,16 @@ async def completion(session: Session, params: types.CompletionParams) -> types.
     view = session.current_view()
     if document is None or view is None or session.draft_rel(uri) is None:
         return None
-    return await session.readers.run(_completion, document, view, params.position)
+    label_details = bool(session.capability("text_document.completion.completion_item.label_details_support",
+                                            False))
+    return await session.readers.run(_completion, document, view, params.position, label_details)
 
 
-def _completion(document: DocumentSnapshot, view: IndexView, position: types.Position) -> types.CompletionList | None:
+def _completion(document: DocumentSnapshot, view: IndexView, position: types.Position,
+                label_details: bool) -> types.CompletionList | None:
     line, column = document.codec.core_position(position, document.lines)
     found = citation_completions(document.lines, line, column, view.snapshot, view.today,
                                  view.config.image_language)
     if found is None:
         return None
-    return lsp_completion_list(found, document.lines, document.codec)
+    return lsp_completion_list(found, document.lines, document.codec, label_details)

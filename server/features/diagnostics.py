@@ -59,6 +59,7 @@ def did_close(session: Session, params: types.DidCloseTextDocumentParams) -> Non
     """Cancel the pending check, drop the result and clear the draft's diagnostics (push)."""
     uri = params.text_document.uri
     session.tasks.cancel(_task_name(uri))
+    status.closed(session, uri)
     had = session.forget(uri) is not None
     if (had or session.draft_rel(uri) is not None) and not pull_mode(session):
         session.client.publish_diagnostics(uri, None, [])

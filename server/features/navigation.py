@@ -10,8 +10,10 @@
 ``textDocument/definition`` (drafts)
     The cited evidence line, range = the whole line (columns in the client's encoding,
     counted on the evidence text). The real file only when the cited version is the newest
-    and the file on disk still holds exactly that content; otherwise the read-only virtual
-    document ``grounding-evidence:/DOC_ID@VERSION`` (``server/protocol.py``).
+    and the file on disk still holds exactly that content; otherwise a read-only version
+    document: the copy ``.grounding/versions/DOC_ID@VERSION.md`` or, for a client that set
+    ``versionDocuments: "virtual"``, ``grounding-evidence:/DOC_ID@VERSION``
+    (``server/features/versions.py``).
 
 ``grounding/versionText`` ``{uri}``
     The indexed text of the version a ``grounding-evidence:`` URI names (shape in
@@ -22,7 +24,7 @@ Image citations (SPEC §12): hover shows the region cropped from the PNG
 (``server/render/image_hover.py``); go to definition opens the PNG file itself when it still
 holds the cited version, else the read-only attribute listing.
 
-``textDocument/references`` (evidence files and ``grounding-evidence:`` documents)
+``textDocument/references`` (evidence files, ``grounding-evidence:`` documents, version copies)
     Every citation of the line under the cursor in open drafts (their editor text) and in the
     draft files on disk that are not open (``grounding_core.navigate.citing_spans``: the same
     version and line, or the same text in another version). The evidence file resolves to the
@@ -43,7 +45,6 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from grounding_core.drafts import ParsedDraft, draft_kind, parse_draft
-from grounding_core.images import ImageDocument
 from grounding_core.model import DraftReport, Span
 from grounding_core.navigate import (
     CitationTarget,
@@ -56,6 +57,7 @@ from grounding_core.navigate import (
 )
 from server.convert import lsp_hover, lsp_line_location, lsp_range
 from server.documents import DocumentSnapshot
+from server.features import versions
 from server.protocol import markup_kind, param, parse_version_uri, version_uri
 from server.render.hover import ContextInputs, citation_hover, context_hover
 from server.render.image_hover import region_hover
@@ -152,21 +154,22 @@ async def definition(session: Session, params: types.DefinitionParams) -> list[t
     view = session.current_view()
     if captured is None or view is None:
         return None
-    found, draft = await session.readers.run(_definition, captured, view, params.position)
+    found, draft = await session.readers.run(_definition, captured, view, params.position,
+                                             versions.mode(session))
     _keep_parse(session, captured, draft)
     return found
 
 
-def _definition(captured: _Draft, view: IndexView,
-                position: types.Position) -> tuple[list[types.Location] | None, ParsedDraft]:
+def _definition(captured: _Draft, view: IndexView, position: types.Position,
+                version_mode: str) -> tuple[list[types.Location] | None, ParsedDraft]:
     document = captured.document
     line, col = document.codec.core_position(position, document.lines)
     draft = _parsed(captured)
-    return _definition_of(draft, document, view, line, col), draft
+    return _definition_of(draft, document, view, line, col, version_mode), draft
 
 
 def _definition_of(draft: ParsedDraft, document: DocumentSnapshot, view: IndexView, line: int,
-                   col: int) -> list[types.Location] | None:
+                   col: int, version_mode: str = versions.VIRTUAL) -> list[types.Location] | None:
     target = target_at(draft, line, col)
     if isinstance(target, RegionTarget):  # image hook (SPEC §12): open the image itself
         image = locate_region(target.region, view.snapshot, view.config.evidence_root)
@@ -174,7 +177,7 @@ def _definition_of(draft: ParsedDraft, document: DocumentSnapshot, view: IndexVi
             return None
         record = image.record
         uri = (view.evidence_uri(record.path) if image.on_disk
-               else version_uri(record.doc_id, record.version))
+               else versions.version_document(version_mode, view.config.root, view, record))
         return [types.Location(uri=uri, range=types.Range(types.Position(0, 0), types.Position(0, 0)))]
     if not isinstance(target, CitationTarget):
         return None
@@ -182,7 +185,8 @@ def _definition_of(draft: ParsedDraft, document: DocumentSnapshot, view: IndexVi
     if found is None:
         return None
     record = found.record
-    uri = view.evidence_uri(record.path) if found.on_disk else version_uri(record.doc_id, record.version)
+    uri = (view.evidence_uri(record.path) if found.on_disk
+           else versions.version_document(version_mode, view.config.root, view, record))
     return [lsp_line_location(uri, found.lines, found.line, document.codec)]
 
 
@@ -201,9 +205,7 @@ def _version_text(view: IndexView, doc_id: str, version: int) -> dict[str, Any] 
     if record is None:
         return None
     doc = view.snapshot.document(record)
-    text = doc.text
-    if isinstance(doc, ImageDocument):  # an image version: its regions' measured attributes (SPEC §12)
-        text = "".join(f"{line}\n" for line in doc.lines)
+    text = versions.version_text_of(doc)  # an image version: its measured attributes (SPEC §12)
     return {
         "uri": version_uri(record.doc_id, record.version),
         "text": text,
@@ -225,8 +227,9 @@ async def references(session: Session, params: types.ReferenceParams) -> list[ty
     view = session.current_view()
     if view is None:
         return None
-    evidence_rel = None if parse_version_uri(uri) is not None else session.evidence_rel(uri)
-    if parse_version_uri(uri) is None and evidence_rel is None:
+    version = parse_version_uri(uri) or versions.version_of_file(session, uri)
+    evidence_rel = None if version is not None else session.evidence_rel(uri)
+    if version is None and evidence_rel is None:
         return None
     open_drafts = []
     for doc_uri in session.open_uris():
@@ -234,16 +237,16 @@ async def references(session: Session, params: types.ReferenceParams) -> list[ty
         document = session.document(doc_uri)
         if rel is not None and document is not None:
             open_drafts.append((document, rel))
-    return await session.readers.run(_references, view, uri, evidence_rel, params.position.line + 1,
+    return await session.readers.run(_references, view, uri, version, evidence_rel, params.position.line + 1,
                                      params.context.include_declaration, open_drafts, session.codec)
 
 
-def _references(view: IndexView, uri: str, evidence_rel: str | None, line: int, declaration: bool,
-                open_drafts: list[tuple[DocumentSnapshot, str]], codec: Any) -> list[types.Location] | None:
+def _references(view: IndexView, uri: str, version: tuple[str, int] | None, evidence_rel: str | None, line: int,
+                declaration: bool, open_drafts: list[tuple[DocumentSnapshot, str]],
+                codec: Any) -> list[types.Location] | None:
     snapshot = view.snapshot
-    parsed = parse_version_uri(uri)
-    if parsed is not None:
-        record = snapshot.record(*parsed)
+    if version is not None:
+        record = snapshot.record(*version)
     else:
         record = snapshot.record_for_path(evidence_rel) if evidence_rel is not None else None
     if record is None:

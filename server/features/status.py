@@ -14,23 +14,35 @@ that is not a draft gets ``{"uri": str, "status": null}`` once, so that a client
 codeLens`` puts one lens on line 0 of each draft, titled like
 ``answered · 2/2 claims valid · 0 conflicts · 218/240 output tokens`` (``218 output tokens``
 when the draft declares no reserve), whose command ``grounding.showContext [uri]`` returns the
-compiled context summary. When the client supports ``workspace/codeLens/refresh`` the server
-asks for a refresh after results change (coalesced: at most one request in flight).
+compiled context summary.
+
+The lens and the squiggles come from **one result**: the result whose diagnostics the client
+was last given (pushed, or answered to a pull) is the draft's *shown* result
+(:func:`shown`), and the lens is made from it — never from a newer check the client has no
+squiggles for yet, and never by waiting for one while the writer types (a lens request that
+waits for a check makes VS Code's adaptive code-lens debounce grow to seconds). In the same
+step as the publication the server asks for ``workspace/codeLens/refresh`` (and
+``workspace/inlayHint/refresh``) when the client supports it (coalesced: at most one request
+of each in flight), so the lens follows the squiggles at once. Only before a draft's first
+publication does a lens request wait for its check. Evidence files get reference lenses
+(``server/features/references.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from lsprotocol import types
 
 from grounding_core.model import DraftReport, Severity
+from server.features import references
 from server.session import DraftResult, Session
 
-__all__ = ["SHOW_CONTEXT", "STATUS_NOTIFICATION", "code_lens", "lens_title", "on_result", "opened",
-           "status_params"]
+__all__ = ["SHOW_CONTEXT", "STATUS_NOTIFICATION", "closed", "code_lens", "lens_title", "on_result", "opened",
+           "request_refresh", "shown", "shown_or_first", "shown_results", "status_params"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,10 +79,40 @@ def lens_title(report: DraftReport) -> str:
     return " · ".join(parts)
 
 
+_SHOWN = "status:shown"
+
+
 def on_result(session: Session, result: DraftResult) -> None:
-    """A new fresh result of an open draft: tell the status bar, refresh the code lenses."""
+    """The client was just given ``result``'s diagnostics: it becomes the draft's shown result;
+    tell the status bar and, in the same step, refresh the code lenses and inlay hints.
+    """
+    shown_results(session)[result.uri] = result
     session.client.notify(STATUS_NOTIFICATION, status_params(result.uri, result.report))
     request_refresh(session)
+
+
+def shown_results(session: Session) -> dict[str, DraftResult]:
+    """The shown result of each open draft (loop-owned; see the module docstring)."""
+    found: dict[str, DraftResult] = session.feature_state.setdefault(_SHOWN, {})
+    return found
+
+
+def shown(session: Session, uri: str) -> DraftResult | None:
+    """The result whose diagnostics the client has for the open draft ``uri``, if any."""
+    return shown_results(session).get(uri)
+
+
+async def shown_or_first(session: Session, uri: str) -> DraftResult | None:
+    """The shown result of ``uri``; before its first publication, its first check's result."""
+    await session.ready.wait()
+    if session.draft_rel(uri) is None:
+        return None
+    return shown(session, uri) or session.fresh_result(uri) or await session.current_result(uri)
+
+
+def closed(session: Session, uri: str) -> None:
+    """The draft ``uri`` was closed: forget its shown result."""
+    shown_results(session).pop(uri, None)
 
 
 def opened(session: Session, uri: str) -> None:
@@ -85,12 +127,14 @@ async def _opened(session: Session, uri: str) -> None:
 
 
 async def code_lens(session: Session, params: types.CodeLensParams) -> list[types.CodeLens] | None:
-    """``textDocument/codeLens``: one lens on line 0 of a draft (title in the module docstring)."""
+    """``textDocument/codeLens``: one lens on line 0 of a draft, made from its shown result
+    (module docstring); on an evidence file, the reference lenses of its cited lines.
+    """
     uri = params.text_document.uri
     await session.ready.wait()
     if session.draft_rel(uri) is None:
-        return None
-    result = session.fresh_result(uri) or await session.current_result(uri)
+        return await references.code_lens(session, params)
+    result = await shown_or_first(session, uri)
     if result is None:
         return None
     start = types.Position(line=0, character=0)
@@ -100,24 +144,35 @@ async def code_lens(session: Session, params: types.CodeLensParams) -> list[type
 
 
 def request_refresh(session: Session) -> None:
-    """Ask the client to re-request code lenses; one request in flight, later ones coalesce."""
-    if not session.capability("workspace.code_lens.refresh_support", False):
-        return
-    if session.tasks.running(_REFRESH) is not None:
-        session.feature_state[_REFRESH] = True
-        return
-    session.tasks.start(_REFRESH, _refresh(session))
+    """Ask the client to re-request code lenses and inlay hints (each when it supports the
+    refresh request); one request of each in flight, later ones coalesce.
+    """
+    if session.capability("workspace.code_lens.refresh_support", False):
+        _coalesced(session, _REFRESH, session.client.refresh_code_lenses)
+    if session.capability("workspace.inlay_hint.refresh_support", False):
+        _coalesced(session, _INLAY_REFRESH, session.client.refresh_inlay_hints)
 
 
-async def _refresh(session: Session) -> None:
+_INLAY_REFRESH = "status:inlay-hint-refresh"
+
+
+def _coalesced(session: Session, name: str, send: Callable[[], Awaitable[None]]) -> None:
+    if session.tasks.running(name) is not None:
+        session.feature_state[name] = True
+        return
+    session.feature_state[name] = False
+    session.tasks.start(name, _refresh(session, name, send))
+
+
+async def _refresh(session: Session, name: str, send: Callable[[], Awaitable[None]]) -> None:
     while True:
-        session.feature_state[_REFRESH] = False
+        session.feature_state[name] = False
         try:
-            await session.client.refresh_code_lenses()
+            await send()
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # a client that refuses: lenses update on its next request
-            logger.info("workspace/codeLens/refresh failed: %s", exc)
+        except Exception as exc:  # a client that refuses: it updates on its next request
+            logger.info("%s refresh failed: %s", name, exc)
             return
-        if not session.feature_state.get(_REFRESH):
+        if not session.feature_state.get(name):
             return

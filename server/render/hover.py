@@ -10,7 +10,8 @@ with 1-based line numbers and the cited line marked ``>``; then the title,
 ``IndexSnapshot.inactive_reason``), the version's sha256 prefix (12 hex) and the file path
 relative to the workspace root. A stale citation (cited version lower than the newest) adds
 the current line: the same text found in the newest version (the occurrence nearest the
-cited line number), or "no longer present". Unknown documents, versions and lines are said so.
+cited line number), else the line of the same field (the field moved or its value changed),
+or "no longer present". Unknown documents, versions and lines are said so.
 
 :func:`context_hover` — for ``query``: the compiled context (kept and skipped units with
 token costs, input tokens); for ``units``/``log``: the listed units with their state and
@@ -126,7 +127,9 @@ def citation_hover(target: CitationTarget, snapshot: IndexSnapshot, config: Conf
         parts.append(f"Cited line (version {record.version}):")
     parts.append(_fence(numbered_lines(doc.lines, ref.line)))
     if stale:
-        parts.append(_current_line(snapshot, newest, doc.lines[ref.line - 1], ref.line, "the same text"))
+        old_field = None if doc.is_front_matter_line(ref.line) else doc.field_lines.get(ref.line)
+        parts.append(_current_line(snapshot, newest, doc.lines[ref.line - 1], ref.line, "the same text",
+                                   old_field.field if old_field is not None else None))
     if not target.used:
         parts.append("*No reference in the draft uses this definition, so it is not checked.*")
     parts.extend(_record_facts(snapshot, record, config, today, target.hash_prefix))
@@ -134,9 +137,16 @@ def citation_hover(target: CitationTarget, snapshot: IndexSnapshot, config: Conf
 
 
 def _current_line(snapshot: IndexSnapshot, newest: VersionRecord, text: str | None, near: int,
-                  what: str) -> str:
-    lines = snapshot.document(newest).lines
+                  what: str, field: str | None = None) -> str:
+    current = snapshot.document(newest)
+    lines = current.lines
     found = nearest_occurrence(lines, text, near) if text is not None else None
+    if found is None and field is not None:
+        same = [n for n, fl in current.field_lines.items() if fl.field == field and not current.is_front_matter_line(n)]
+        if same:
+            number = min(same, key=lambda n: (abs(n - near), n))
+            return (f"Current line (version {newest.version}): the text is no longer present; the field"
+                    f" {_code(field)} is now line {number}.\n\n" + _fence(numbered_lines(lines, number, around=0)))
     if found is None:
         return f"Current line (version {newest.version}): no longer present."
     return (f"Current line (version {newest.version}): {what} is line {found}.\n\n"

@@ -301,6 +301,38 @@ def test_fix_reanchors_a_stale_citation(capsys: pytest.CaptureFixture[str], root
     assert fixed == draft(definition(3, 7, SCHEDULE_V3))
 
 
+def test_fix_reanchors_and_updates_the_context_unit_of_the_old_version(
+        capsys: pytest.CaptureFixture[str], root: Path) -> None:
+    """Issue 12: re-anchoring traded GR104 for GR107 when the context named the old version."""
+    write_files(root, {"answers/ctx.md": draft(definition(2, 6, SCHEDULE_V2), '{units: ["schedule@2"]}')})
+    run(capsys, "index", "--root", root)
+    write_files(root, {"evidence/schedule.md": SCHEDULE_V3})
+    code, out, err = run(capsys, "check", "--root", root, "--format", "json", "answers/ctx.md", "--fix")
+    assert code == 0, out
+    assert json.loads(out)["drafts"][0]["diagnostics"] == []  # no GR107 after the fix
+    fixed = (root / "answers/ctx.md").read_bytes().decode()
+    assert fixed == draft(definition(3, 7, SCHEDULE_V3), '{units: ["schedule@3"]}')  # CRLF kept
+    old_citation = definition(2, 6, SCHEDULE_V2)[len("[^1]: "):]
+    new_citation = definition(3, 7, SCHEDULE_V3)[len("[^1]: "):]
+    assert err.splitlines() == [  # old → new for each change
+        'grounding: fixed answers/ctx.md:4: Update context unit schedule@2 to schedule@3: "schedule@2" → "schedule@3"',
+        f"grounding: fixed answers/ctx.md:8: Re-anchor to schedule@3:7: {old_citation} → {new_citation}"]
+
+
+def test_fix_says_which_unit_to_add_when_the_context_names_lines(
+        capsys: pytest.CaptureFixture[str], root: Path) -> None:
+    write_files(root, {"answers/lines.md": draft(definition(2, 6, SCHEDULE_V2), "{units: ['schedule@2:6-7']}")})
+    run(capsys, "index", "--root", root)
+    write_files(root, {"evidence/schedule.md": SCHEDULE_V3})
+    code, out = check_json(capsys, root, "answers/lines.md")
+    stale = next(d for d in out["drafts"][0]["diagnostics"] if d["name"] == "stale-citation")
+    assert stale["hint"].endswith("Then add schedule@3:7 to context.units.")
+    code, out = check_json(capsys, root, "answers/lines.md", "--fix")
+    fixed = (root / "answers/lines.md").read_bytes().decode()
+    assert fixed == draft(definition(3, 7, SCHEDULE_V3), "{units: ['schedule@2:6-7']}")  # the lines stay
+    assert "invisible-source" in [d["name"] for d in out["drafts"][0]["diagnostics"]]  # as the hint says
+
+
 def test_fix_keeps_a_bom_and_edits_line_one(capsys: pytest.CaptureFixture[str], root: Path) -> None:
     text = f'{definition(2, 6, SCHEDULE_V2, "- 活动时间：周四16：30")}\r\n\r\n活动时间是周四16:30[^1]。\r\n'
     (root / "answers/bom.md").write_bytes(b"\xef\xbb\xbf" + text.encode())
@@ -318,11 +350,26 @@ def test_fix_leaves_a_quote_that_says_something_else(capsys: pytest.CaptureFixtu
     assert (root / "answers/other.md").read_text(encoding="utf-8") == text  # not rewritten
 
 
+def test_fix_moves_a_wrong_line_number_to_the_one_line_the_quote_is(
+        capsys: pytest.CaptureFixture[str], root: Path) -> None:
+    wrong = draft(definition(2, 7, SCHEDULE_V2))  # the quote is line 6; quote + hash pin it
+    write_files(root, {"answers/wrong.md": wrong})
+    code, out = check_json(capsys, root, "answers/wrong.md")
+    mismatch = next(d for d in out["drafts"][0]["diagnostics"] if d["name"] == "quote-mismatch")
+    assert mismatch["message"].startswith("the quote is line 6 of schedule@2, not line 7")
+    code, _ = check_json(capsys, root, "answers/wrong.md", "--fix")
+    assert code == 0
+    assert (root / "answers/wrong.md").read_bytes().decode() == draft(definition(2, 6, SCHEDULE_V2))
+
+
 def test_fix_leaves_drafts_without_fixes_untouched(capsys: pytest.CaptureFixture[str], root: Path) -> None:
-    forged = draft(definition(2, 7, SCHEDULE_V2))  # forged line: no safe fix
-    write_files(root, {"answers/forged.md": forged})
-    code, _ = check_json(capsys, root, "answers/forged.md", "--fix")
-    assert code == 1
+    twice = "---\ndoc_id: notes\n---\n- 备注：同上 🎉\n- 地点：三楼\n- 备注：同上 🎉\n"
+    quote = "- 备注：同上 🎉"
+    forged = (f"备注同上[^1]。🎉\n\n[^1]: notes@1:5 sha256:{sha256(twice)[:12]} \"{quote}\"\n")
+    write_files(root, {"evidence/notes.md": twice, "answers/forged.md": forged})
+    code, out = check_json(capsys, root, "answers/forged.md", "--fix")
+    assert code == 1  # the quote is lines 4 and 6: which one was meant is not known, no fix
+    assert "quote-mismatch" in [d["name"] for d in out["drafts"][0]["diagnostics"]]
     assert (root / "answers/forged.md").read_bytes() == forged.encode()
 
 

@@ -6,13 +6,21 @@ edits (edits.py). Every input is CJK, astral (𠮷🎉) or CRLF text.
 
 from __future__ import annotations
 
+import pytest
 from support import TODAY, MakeWorkspace, sha256
 
 from grounding_core.candidates import citation_candidates
 from grounding_core.check import check_text, compile_query_context, resolve_visibility
 from grounding_core.complete import citation_completions
 from grounding_core.drafts import ContextSpec, parse_draft
-from grounding_core.edits import append_answer, citation_edits, fix_all_edits, new_label, sentence_at
+from grounding_core.edits import (
+    append_answer,
+    citation_edits,
+    context_unit_edits,
+    fix_all_edits,
+    new_label,
+    sentence_at,
+)
 from grounding_core.evidence_findings import (
     MAX_RELATED,
     PER_VALUE,
@@ -21,6 +29,7 @@ from grounding_core.evidence_findings import (
     conflict_paths,
     file_findings,
 )
+from grounding_core.fixes import apply_edits
 from grounding_core.index import IndexSnapshot
 from grounding_core.model import CitationRef, Edit, Finding, Span
 from grounding_core.text import split_lines
@@ -192,3 +201,73 @@ def test_fix_all_keeps_the_first_of_overlapping_fixes() -> None:
                 Finding("stale-citation", Span.line(3, 6, 40), "m", fix=reanchor),
                 Finding("uncited-claim", Span.line(1, 0, 4), "m")]
     assert fix_all_edits(findings) == [reanchor]
+
+
+# ------------------------------------------------------- context units follow a re-anchor
+
+
+def _units_draft(units: str, newline: str = "\n") -> str:
+    return newline.join(["---", "question: 几点？", f"context: {units}", "---", "𠮷野家🎉活动时间是周四16:30[^1]。", "",
+                         '[^1]: notice@1:5 sha256:0123456789ab "- 活动时间：周四16:30"']) + newline
+
+
+@pytest.mark.parametrize(("units", "expected"), [
+    ('{units: ["notice@1"]}', '{units: ["notice@2"]}'),
+    ("{units: ['notice@1', 'poster@1']}", "{units: ['notice@2', 'poster@1']}"),
+    ("{units: [notice@1]}", "{units: [notice@2]}"),
+])
+def test_context_unit_of_the_old_version_follows_a_reanchor(units: str, expected: str) -> None:
+    for newline in ("\n", "\r\n"):
+        draft = parse_draft(_units_draft(units, newline))
+        edits, advice = context_unit_edits(draft, CitationRef("notice", 1, 5), CitationRef("notice", 2, 6))
+        assert advice == ""
+        assert apply_edits(draft.text, edits) == _units_draft(expected, newline)
+
+
+def test_context_unit_naming_lines_is_left_and_the_advice_says_what_to_add() -> None:
+    draft = parse_draft(_units_draft('{units: ["notice@1:4-6"]}'))
+    assert context_unit_edits(draft, CitationRef("notice", 1, 5), CitationRef("notice", 2, 6)) == (
+        [], "add notice@2:6 to context.units")
+    covered = parse_draft(_units_draft('{units: ["notice@1", "notice@2:5-9"]}'))
+    assert context_unit_edits(covered, CitationRef("notice", 1, 5), CitationRef("notice", 2, 6)) == ([], "")
+    query = parse_draft(_units_draft("{query: 活动时间, limit: 200}"))
+    assert context_unit_edits(query, CitationRef("notice", 1, 5), CitationRef("notice", 2, 6)) == ([], "")
+
+
+def test_fix_all_applies_the_context_edit_with_the_reanchor(make_workspace: MakeWorkspace) -> None:
+    ws, _old, _new = _two_versions(make_workspace)
+    (ws.config.evidence_root / "notice.md").write_text(
+        "---\ndoc_id: notice\nsubject: 开放日\n---\n- 签到：15:30 🎉\n- 活动时间：周四16:30\n- 地点：𠮷野家🎉二楼\n",
+        encoding="utf-8")
+    ws.scan()
+    snapshot = ws.store.snapshot()
+    report = check_text(DRAFT, "answers/a.md", snapshot, ws.config, TODAY, ws.read_text).report
+    stale = next(f for f in report.findings if f.name == "stale-citation")
+    assert stale.fix is not None and stale.fix.title == "Re-anchor to notice@3:6"
+    assert [(e.new_text, e.title) for e in stale.also] == [("notice@3", "Update context unit notice@1 to notice@3")]
+    fixed = apply_edits(DRAFT, fix_all_edits(report.findings))
+    assert "context: {units: [notice@3]}" in fixed
+    assert [f.name for f in check_text(fixed, "answers/a.md", snapshot, ws.config, TODAY, ws.read_text)
+            .report.findings] == []
+
+
+# ------------------------------------------------------------ candidates say why
+
+
+PARKING = "---\ndoc_id: parking\n---\n- 停车地点：𠮷野家🎉后院\n- 收费标准：每小时5元\n"
+SCHEDULE = "---\ndoc_id: schedule\n---\n- 地点：𠮷野家🎉二楼\n- 活动时间：周四16:30\n"
+
+
+def test_candidates_rank_by_value_and_field_and_drop_unrelated_lines(make_workspace: MakeWorkspace) -> None:
+    ws = make_workspace({"evidence/parking.md": PARKING, "evidence/schedule.md": SCHEDULE})
+    assert ws.store.build_fts()  # the field-name candidates come from full-text search
+    snapshot = ws.store.snapshot()
+    by_value = citation_candidates(snapshot, "访客请把车停在𠮷野家🎉后院。", TODAY, None, 3)
+    assert [(c.id, c.reasons) for c in by_value] == [
+        ("parking@1:4", ("value in the sentence", "current version"))]  # 𠮷野家🎉二楼 shares letters only
+    by_field = citation_candidates(snapshot, "收费标准是多少？", TODAY, None, 3, ["收费标准"])
+    assert [(c.id, c.reasons) for c in by_field] == [
+        ("parking@1:5", ("field 收费标准 asked for", "current version"))]
+    named = citation_candidates(snapshot, "活动时间另行通知。", TODAY, None, 3)
+    assert [(c.id, c.reasons) for c in named] == [("schedule@1:5", ("field 活动时间 in the sentence",
+                                                                    "current version"))]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import stat
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -161,8 +162,20 @@ def test_reference_columns_differ_between_encodings() -> None:
 async def client(request: pytest.FixtureRequest,
                  tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RecordingClient]:
     root = build_workspace(tmp_path_factory.mktemp(f"nav-{request.param}"))
-    async with lsp_session(root, request.param) as lsp:
+    # VS Code opens grounding-evidence: documents itself and says so; the other profile takes
+    # the default, read-only files under .grounding/versions/.
+    options = {"versionDocuments": "virtual"} if request.param == "visual-studio-code" else None
+    async with lsp_session(root, request.param, initialization_options=options) as lsp:
+        _VIRTUAL[id(lsp)] = options is not None
         yield lsp
+
+
+def virtual_versions(client: RecordingClient) -> bool:
+    """True when this session asked for ``grounding-evidence:`` documents (``versionDocuments``)."""
+    return _VIRTUAL[id(client)]
+
+
+_VIRTUAL: dict[int, bool] = {}
 
 
 def root_of(client: RecordingClient) -> Path:
@@ -289,7 +302,9 @@ async def test_hover_on_stale_reference_shows_old_and_current_line(client: Recor
     text = hover_text(gone)
     assert gone is not None and gone.range == ref_range(6, "2", enc)
     assert "> 7 | - 活动时间：周三15:00" in text
-    assert "Current line (version 2): no longer present." in text
+    # the text is gone; the same field's line is what the writer needs (issue 12)
+    assert ("Current line (version 2): the text is no longer present; the field `活动时间` is now line 6.\n\n"
+            "```text\n> 6 | - 活动时间：周四16:30\n```") in text
 
 
 @in_module_loop
@@ -403,15 +418,27 @@ async def test_definition_of_current_citation_is_the_evidence_file_line(client: 
 
 
 @in_module_loop
-async def test_definition_of_old_version_is_a_read_only_virtual_document(client: RecordingClient) -> None:
+async def test_definition_of_old_version_is_a_read_only_version_document(client: RecordingClient) -> None:
     enc = encoding_of(client)
     async with opened(client, "answers/a.md", DRAFT_TEXT) as uri:
         locations = await definition(client, uri, ref_position(6, "3", enc))
         unknown = await client.text_document_definition_async(types.DefinitionParams(
             text_document=types.TextDocumentIdentifier(uri=uri), position=ref_position(7, "5", enc)))
+        again = await definition(client, uri, ref_position(6, "3", enc))  # the copy exists now
+    assert unknown is None
+    assert locations is not None and len(locations) == 1
+    assert locations[0].range == whole_line(V1_LINES, 5, enc)  # 𠮷野家🎉: units differ per encoding
+    if not virtual_versions(client):
+        # versionDocuments "file" (the default): a read-only copy, never in the evidence folder.
+        copy = root_of(client) / ".grounding" / "versions" / "events" / "open-day@1.md"
+        assert locations[0].uri == copy.as_uri()
+        assert copy.read_bytes() == OPEN_DAY_V1.encode("utf-8")
+        assert stat.S_IMODE(copy.stat().st_mode) == 0o444
+        assert not list((root_of(client) / "evidence").rglob("*@1.md"))
+        assert again == locations and copy.read_bytes() == OPEN_DAY_V1.encode("utf-8")
+        return
     assert locations == [types.Location(uri="grounding-evidence:/events%2Fopen-day@1",
                                         range=whole_line(V1_LINES, 5, enc))]
-    assert unknown is None
     content = await client.protocol.send_request_async("grounding/versionText",
                                                        {"uri": locations[0].uri})
     assert content.text == OPEN_DAY_V1
@@ -464,8 +491,12 @@ async def test_references_from_the_archived_version_and_the_virtual_document(cli
     archive = uri_of(client, "evidence/archive/open-day-v1.md")
     async with opened(client, "answers/a.md", DRAFT_TEXT) as a_uri:
         from_file = await client.text_document_references_async(references_params(archive, 6, False))
+        if not virtual_versions(client):  # the read-only copy the definition writes
+            await definition(client, a_uri, ref_position(6, "3", enc))
+        version_document = ("grounding-evidence:/events%2Fopen-day@1" if virtual_versions(client)
+                            else (root_of(client) / ".grounding/versions/events/open-day@1.md").as_uri())
         from_virtual = await client.text_document_references_async(
-            references_params("grounding-evidence:/events%2Fopen-day@1", 6, False))
+            references_params(version_document, 6, False))
         nothing = await client.text_document_references_async(
             references_params(uri_of(client, "evidence/events/open-day.md"), 7, False))
     assert from_file is not None
@@ -473,3 +504,221 @@ async def test_references_from_the_archived_version_and_the_virtual_document(cli
     assert from_virtual is not None and list(from_virtual) == list(from_file)
     assert nothing is not None and list(nothing) == []
 
+
+
+# ----------------------------------------------------------- symbols, links, lenses, rename
+
+
+CRLF_DRAFT_LINES = [
+    "---", "question: 在哪里？", "fields: [地点]", "---",
+    "地点在一号楼🎉[^𠮷]。备注无[^2]。",
+    "",
+    f'[^𠮷]: crlf-notice@1:6 sha256:{HC[:12]} "{CRLF_LINE}"',
+    f'[^2]: crlf-notice@1:7 sha256:{HC[:12]} "- 备注：无"',
+]
+CRLF_DRAFT = "\r\n".join(CRLF_DRAFT_LINES) + "\r\n"
+
+
+def symbol_rows(symbols: Any) -> list[tuple[str, str | None, types.SymbolKind, types.Range, types.Range]]:
+    return [(s.name, s.detail, s.kind, s.range, s.selection_range) for s in symbols]
+
+
+@in_module_loop
+async def test_document_symbols_outline_the_claims_and_citations_of_a_draft(client: RecordingClient) -> None:
+    enc = encoding_of(client)
+    async with opened(client, "answers/a.md", DRAFT_TEXT) as uri:
+        found = await client.text_document_document_symbol_async(types.DocumentSymbolParams(
+            text_document=types.TextDocumentIdentifier(uri=uri)))
+    assert found is not None
+    claims = [s for s in found if s.kind == types.SymbolKind.String]
+    assert [s.name for s in claims] == ["𠮷野家🎉周四16:30[^1]。", "以前是周三15:00[^2]。",
+                                        "旧的𠮷野家🎉也是周四16:30[^3]。", "地点在一号楼🎉[^4]。", "未知来源[^5]。"]
+    first = claims[0]
+    assert first.detail == "events/open-day@2:7"
+    assert first.range == rng(DRAFT_LINES, 5, 0, len("𠮷野家🎉周四16:30[^1]。"), enc)
+    assert [(c.name, c.kind, c.range) for c in first.children or []] == [
+        ("[^1] events/open-day@2:7", types.SymbolKind.Key, ref_range(5, "1", enc))]
+    definitions = [s for s in found if s.kind == types.SymbolKind.Object]
+    assert [(s.name, s.detail) for s in definitions] == [
+        ("[^1] events/open-day@2:7", EMOJI_LINE), ("[^2] events/open-day@1:7", "- 活动时间：周三15:00"),
+        ("[^3] events/open-day@1:6", EMOJI_LINE), ("[^4] crlf-notice@1:6", CRLF_LINE), ("[^5] nowhere@1:1", "x")]
+    start = col_of(DRAFT_LINES[9], "events/")
+    assert definitions[0].selection_range == rng(DRAFT_LINES, 9, start, start + len("events/open-day@2:7"), enc)
+    assert definitions[0].range == whole_line(DRAFT_LINES, 9, enc)
+
+
+@in_module_loop
+async def test_document_symbols_of_a_crlf_draft_and_of_evidence_field_lines(client: RecordingClient) -> None:
+    enc = encoding_of(client)
+    async with opened(client, "answers/crlf.md", CRLF_DRAFT) as uri:
+        draft = await client.text_document_document_symbol_async(types.DocumentSymbolParams(
+            text_document=types.TextDocumentIdentifier(uri=uri)))
+    assert draft is not None
+    assert [(s.name, s.range) for s in draft if s.kind == types.SymbolKind.Object] == [
+        ("[^𠮷] crlf-notice@1:6", whole_line(CRLF_DRAFT_LINES, 6, enc)),
+        ("[^2] crlf-notice@1:7", whole_line(CRLF_DRAFT_LINES, 7, enc))]  # no \r in any range
+    evidence = uri_of(client, "evidence/events/open-day.md")
+    fields = await client.text_document_document_symbol_async(types.DocumentSymbolParams(
+        text_document=types.TextDocumentIdentifier(uri=evidence)))  # not open: the indexed file
+    assert fields is not None
+    assert symbol_rows(fields) == [
+        ("主题", "秋季开放日", types.SymbolKind.Field, whole_line(V2_LINES, 4, enc), rng(V2_LINES, 4, 0, 2, enc)),
+        ("活动时间", "周四16:30", types.SymbolKind.Field, whole_line(V2_LINES, 5, enc), rng(V2_LINES, 5, 2, 6, enc)),
+        ("𠮷野家🎉", "周四16:30", types.SymbolKind.Field, whole_line(V2_LINES, 6, enc), rng(V2_LINES, 6, 2, 6, enc)),
+        ("签到地点", "主楼东门", types.SymbolKind.Field, whole_line(V2_LINES, 7, enc), rng(V2_LINES, 7, 2, 6, enc)),
+    ]
+    crlf = await client.text_document_document_symbol_async(types.DocumentSymbolParams(
+        text_document=types.TextDocumentIdentifier(uri=uri_of(client, "evidence/crlf.md"))))
+    assert crlf is not None and [(s.name, s.detail, s.range) for s in crlf] == [
+        ("主题", "换行", whole_line(CRLF_LINES, 4, enc)), ("地点", "一号楼🎉", whole_line(CRLF_LINES, 5, enc)),
+        ("备注", "无", whole_line(CRLF_LINES, 6, enc))]
+
+
+@in_module_loop
+async def test_workspace_symbols_find_doc_ids_and_field_lines(client: RecordingClient) -> None:
+    enc = encoding_of(client)
+    by_id = await client.workspace_symbol_async(types.WorkspaceSymbolParams(query="events/"))
+    assert by_id is not None
+    assert [(s.name, s.kind, s.location.uri) for s in by_id] == [
+        ("events/open-day", types.SymbolKind.File, uri_of(client, "evidence/events/open-day.md"))]
+    by_field = await client.workspace_symbol_async(types.WorkspaceSymbolParams(query="签到地点"))
+    assert by_field is not None
+    assert [(s.name, s.kind, s.container_name, s.location.uri, s.location.range) for s in by_field] == [
+        ("签到地点：主楼东门", types.SymbolKind.Field, "events/open-day@2",
+         uri_of(client, "evidence/events/open-day.md"), whole_line(V2_LINES, 7, enc))]
+    emoji = await client.workspace_symbol_async(types.WorkspaceSymbolParams(query="一号楼🎉"))
+    assert emoji is not None and [(s.name, s.location.range) for s in emoji] == [
+        ("地点：一号楼🎉", whole_line(CRLF_LINES, 5, enc))]
+    assert await client.workspace_symbol_async(types.WorkspaceSymbolParams(query="")) == []
+
+
+@in_module_loop
+async def test_document_links_open_each_cited_evidence_line(client: RecordingClient) -> None:
+    enc = encoding_of(client)
+    async with opened(client, "answers/a.md", DRAFT_TEXT) as uri:
+        links = await client.text_document_document_link_async(types.DocumentLinkParams(
+            text_document=types.TextDocumentIdentifier(uri=uri)))
+    assert links is not None
+    old = ("grounding-evidence:/events%2Fopen-day@1" if virtual_versions(client)
+           else (root_of(client) / ".grounding/versions/events/open-day@1.md").as_uri())
+
+    def id_range(line: int, cited: str) -> types.Range:
+        start = col_of(DRAFT_LINES[line], cited)
+        return rng(DRAFT_LINES, line, start, start + len(cited), enc)
+
+    tooltips = bool(client.capabilities.text_document and client.capabilities.text_document.document_link
+                    and client.capabilities.text_document.document_link.tooltip_support)
+    expected = [
+        (id_range(9, "events/open-day@2:7"), uri_of(client, "evidence/events/open-day.md") + "#L7",
+         f"events/open-day@2:7: {EMOJI_LINE}"),
+        (id_range(10, "events/open-day@1:7"), old + "#L7", "events/open-day@1:7: - 活动时间：周三15:00"),
+        (id_range(11, "events/open-day@1:6"), old + "#L6", f"events/open-day@1:6: {EMOJI_LINE}"),
+        (id_range(12, "crlf-notice@1:6"), uri_of(client, "evidence/crlf.md") + "#L6", f"crlf-notice@1:6: {CRLF_LINE}"),
+    ]  # [^5] names an unknown document: no link
+    assert [(link.range, link.target, link.tooltip) for link in links] == [
+        (r, target, tip if tooltips else None) for r, target, tip in expected]  # tooltips only when shown
+
+
+@in_module_loop
+async def test_evidence_lines_get_a_lens_counting_the_drafts_that_cite_them(client: RecordingClient) -> None:
+    enc = encoding_of(client)
+    evidence = uri_of(client, "evidence/events/open-day.md")
+    async with opened(client, "answers/a.md", DRAFT_TEXT):
+        lenses = await client.text_document_code_lens_async(types.CodeLensParams(
+            text_document=types.TextDocumentIdentifier(uri=evidence)))
+        assert lenses is not None
+        # line 7 (𠮷野家🎉): a.md's buffer ([^1] @2:7, and [^3] @1:6 of the same text: stale),
+        # b.answer.json (@2:7) and old.md on disk ([^1] @1:6: stale); line 6: old.md's [^2].
+        assert [(lens.range, lens.command.title if lens.command else None) for lens in lenses] == [
+            (whole_line(V2_LINES, 5, enc), "cited by 1 draft"),
+            (whole_line(V2_LINES, 6, enc), "cited by 3 drafts, 2 stale"),
+        ]
+        command = lenses[1].command
+        assert command is not None and command.command == "grounding.showReferences"
+        shown = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+            command=command.command, arguments=command.arguments))
+        listed = await client.text_document_references_async(references_params(evidence, 6, False))
+    assert shown is not None and listed is not None
+    assert [(loc["uri"], loc["range"]["start"]["line"]) for loc in shown] == [
+        (loc.uri, loc.range.start.line) for loc in listed]
+    assert len(shown) == 4
+    archive = await client.text_document_code_lens_async(types.CodeLensParams(
+        text_document=types.TextDocumentIdentifier(uri=uri_of(client, "evidence/archive/open-day-v1.md"))))
+    # version 1 as a file, line 6 (the same text): old.md's [^1] cites it as @1:6 (stale), a.md
+    # on disk (closed now) and b.answer.json cite that text as @2:7 (current).
+    assert archive is not None and [(lens.range.start.line, lens.command.title if lens.command else None)
+                                    for lens in archive] == [(5, "cited by 3 drafts, 1 stale")]
+
+
+@in_module_loop
+async def test_rename_a_footnote_label_renames_its_references_and_definition(client: RecordingClient) -> None:
+    enc = encoding_of(client)
+    async with opened(client, "answers/crlf.md", CRLF_DRAFT) as uri:
+        doc = types.TextDocumentIdentifier(uri=uri)
+        on_ref = pos(CRLF_DRAFT_LINES, 4, col_of(CRLF_DRAFT_LINES[4], "[^𠮷]") + 2, enc)
+        prepared = await client.text_document_prepare_rename_async(types.PrepareRenameParams(doc, on_ref))
+        nothing = await client.text_document_prepare_rename_async(types.PrepareRenameParams(
+            doc, types.Position(4, 0)))
+        edit = await client.text_document_rename_async(types.RenameParams(doc, on_ref, "🎉地点"))
+        from_definition = await client.text_document_rename_async(types.RenameParams(
+            doc, types.Position(7, 2), "备注"))
+        with pytest.raises(Exception, match="already used"):
+            await client.text_document_rename_async(types.RenameParams(doc, on_ref, "2"))
+        with pytest.raises(Exception, match="not a valid footnote label"):
+            await client.text_document_rename_async(types.RenameParams(doc, on_ref, "a b"))
+    label_col = col_of(CRLF_DRAFT_LINES[4], "[^𠮷]") + 2
+    assert isinstance(prepared, types.PrepareRenamePlaceholder) and prepared.placeholder == "𠮷"
+    assert prepared.range == rng(CRLF_DRAFT_LINES, 4, label_col, label_col + 1, enc)
+    assert nothing is None
+    assert edit is not None
+    changes = ([(e.range, e.new_text) for change in edit.document_changes or [] for e in change.edits]
+               or [(e.range, e.new_text) for e in (edit.changes or {}).get(uri, [])])
+    assert changes == [(rng(CRLF_DRAFT_LINES, 4, label_col, label_col + 1, enc), "🎉地点"),
+                       (rng(CRLF_DRAFT_LINES, 6, 2, 3, enc), "🎉地点")]
+    assert from_definition is not None
+    two = col_of(CRLF_DRAFT_LINES[4], "[^2]") + 2
+    assert ([(e.range, e.new_text) for change in from_definition.document_changes or [] for e in change.edits]
+            or [(e.range, e.new_text) for e in (from_definition.changes or {}).get(uri, [])]) == [
+        (rng(CRLF_DRAFT_LINES, 4, two, two + 1, enc), "备注"), (rng(CRLF_DRAFT_LINES, 7, 2, 3, enc), "备注")]
+
+
+@in_module_loop
+async def test_inlay_hints_show_each_citation_state(client: RecordingClient) -> None:
+    enc = encoding_of(client)
+    async with opened(client, "answers/a.md", DRAFT_TEXT) as uri:
+        hints = await client.text_document_inlay_hint_async(types.InlayHintParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(types.Position(0, 0), types.Position(len(DRAFT_LINES), 0))))
+        only_line_7 = await client.text_document_inlay_hint_async(types.InlayHintParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(types.Position(7, 0), types.Position(8, 0))))
+        before_ref = await client.text_document_inlay_hint_async(types.InlayHintParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(types.Position(7, 0), types.Position(7, 5))))  # ends before [^4]
+    assert hints is not None
+
+    def after(line: int, label: str) -> types.Position:
+        return pos(DRAFT_LINES, line, col_of(DRAFT_LINES[line], f"[^{label}]") + len(f"[^{label}]"), enc)
+
+    assert [(h.position, h.label) for h in hints] == [
+        (after(5, "1"), "✓ v2"), (after(6, "2"), "stale → v2"), (after(6, "3"), "stale → v2"),
+        # [^4] is supported but the context query (周四16:30) did not show crlf-notice
+        (after(7, "4"), "✗ invisible-source"), (after(7, "5"), "✗ unknown-source")]
+    assert hints[1].tooltip is not None and "version 2 of 'events/open-day' is current" in str(hints[1].tooltip)
+    assert only_line_7 is not None and [h.label for h in only_line_7] == ["✗ invisible-source", "✗ unknown-source"]
+    assert before_ref is not None and list(before_ref) == []
+
+
+@in_module_loop
+async def test_inlay_hint_and_outline_of_a_json_answer(client: RecordingClient) -> None:
+    enc = encoding_of(client)
+    async with opened(client, "answers/b.answer.json", JSON_TEXT, language="json") as uri:
+        doc = types.TextDocumentIdentifier(uri=uri)
+        hints = await client.text_document_inlay_hint_async(types.InlayHintParams(
+            text_document=doc, range=types.Range(types.Position(0, 0), types.Position(len(JSON_LINES), 0))))
+        symbols = await client.text_document_document_symbol_async(types.DocumentSymbolParams(text_document=doc))
+    id_value = '"events/open-day@2:7"'
+    end = col_of(JSON_LINES[2], id_value) + len(id_value)
+    assert hints is not None and [(h.position, h.label) for h in hints] == [(pos(JSON_LINES, 2, end, enc), "✓ v2")]
+    assert symbols is not None
+    assert [(s.name, s.detail) for s in symbols] == [("events/open-day@2:7", "𠮷野家🎉：周四16:30")]

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,8 +21,18 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
 from grounding_core.model import Finding, Span
-from server.features import actions, commands, completion, diagnostics, evidence, navigation, status, workspace
-from server.session import Session
+from server.features import (
+    actions,
+    commands,
+    completion,
+    diagnostics,
+    evidence,
+    navigation,
+    status,
+    versions,
+    workspace,
+)
+from server.session import Session, run_check
 from tests.support.inprocess import in_process
 from tests.support.workspace import build_workspace, write
 
@@ -266,7 +278,7 @@ def at(text: str, line: int, needle: str, inside: int = 1) -> types.Position:
 
 async def test_hover_definition_and_version_text(root: Path) -> None:
     text = VALID + f'[^2]: schedule@1:6 sha256:{H1} "- 活动时间：周三15:00"\n'
-    async with in_process(root) as here:
+    async with in_process(root, initialization_options={"versionDocuments": "virtual"}) as here:
         uri = here.open("answers/a.md", text)
         doc = types.TextDocumentIdentifier(uri=uri)
         hover = await navigation.hover(here.session, types.HoverParams(doc, at(text, 5, "[^1]")))
@@ -350,8 +362,11 @@ async def test_code_actions_fix_a_quote_fix_all_and_cite_an_uncited_sentence(roo
         assert found is not None
         titles = [a.title for a in found]
         assert "Replace the quote with the exact cited line" in titles
-        assert "Cite parking@1:6 — - 停车地点：𠮷野家🎉后院" in titles
-        assert titles.count(actions.FIX_ALL_TITLE) == 2  # quickfix and source.fixAll
+        # the sentence names 后院 (parking's value); schedule's 𠮷野家🎉二楼 only shares characters
+        assert [t for t in titles if t.startswith("Cite ")] == [
+            "Cite parking@1:6 — - 停车地点：𠮷野家🎉后院 (why: value in the sentence, current version)"]
+        # Once per menu: the quick-fix menu (no kinds asked) lists it as a quickfix only.
+        assert [a.kind for a in found if a.title == actions.FIX_ALL_TITLE] == [types.CodeActionKind.QuickFix]
         fix = next(a for a in found if a.title == "Replace the quote with the exact cited line")
         assert fix.diagnostics and fix.diagnostics[0].code == "GR103"
         assert fix.edit is not None and fix.edit.document_changes is not None  # VS Code: versioned edits
@@ -475,3 +490,45 @@ async def test_a_scan_of_some_paths_keeps_the_other_files_findings(root: Path) -
         walk = evidence._plan(view, view.snapshot, old, {"binary.md": list(unreadable)}, True, [], set(), {},
                               {"binary.md", "gone.md"})
         assert walk.scan_map == {"binary.md": unreadable} and set(walk.affected) == {"gone.md"}
+
+
+async def test_a_check_that_raises_becomes_a_finding_on_the_draft(root: Path) -> None:
+    """A bug in a check (here: the context log reader fails) is one GR101 at 1:1 and status
+    abstain, as ``grounding check`` reports it; never stale squiggles or a dead check task.
+    """
+    def broken_reader(rel: str) -> str | None:
+        raise RuntimeError(f"disk on fire reading {rel} 🎉")
+
+    text = "---\r\nquestion: 几点？\r\ncontext: {log: logs/上下文.jsonl}\r\n---\r\n𠮷野家🎉周四16:30。\r\n"
+    async with in_process(root) as here:
+        uri = here.open("answers/broken.md", text)
+        await here.recorder.wait_publish(uri)
+        job = here.session.capture(uri)
+        assert job is not None
+        result = run_check(replace(job, view=replace(job.view, read_text=broken_reader)))
+    assert result.report.status.value == "abstain"
+    [finding] = result.report.findings
+    assert finding.code == "GR101" and finding.span.start_line == 0
+    assert "internal error RuntimeError (disk on fire reading logs/上下文.jsonl 🎉)" in finding.message
+
+
+async def test_version_copies_are_never_evidence_even_with_evidence_at_the_root(tmp_path: Path) -> None:
+    files = {**{k.removeprefix("evidence/"): v for k, v in FILES.items() if k.startswith("evidence/")},
+             "grounding.toml": 'evidence = "."\ntoday = "2026-06-01"\n'}
+    root = build_workspace(tmp_path / "flat", files)
+    async with in_process(root) as here:
+        view = here.session.current_view()
+        assert view is not None
+        record = view.snapshot.record("schedule", 1)
+        assert record is not None
+        copy = versions.write_version_file(root, view, record)
+        assert copy == root / ".grounding" / "versions" / "schedule@1.md"
+        assert copy.read_bytes() == SCHEDULE_V1.encode("utf-8") and stat.S_IMODE(copy.stat().st_mode) == 0o444
+        assert here.session.evidence_rel(copy.as_uri()) is None  # evidence = "." matches *.md, not .grounding
+        assert here.session.evidence_rel((root / "schedule.md").as_uri()) == "schedule.md"
+        await commands.reindex(here.session)
+        after = here.session.current_view()
+        assert after is not None and after.snapshot.record_for_path(".grounding/versions/schedule@1.md") is None
+        assert versions.write_version_file(root, after, record) == copy  # same bytes: left as it is
+        lenses = await status.code_lens(here.session, types.CodeLensParams(types.TextDocumentIdentifier(copy.as_uri())))
+        assert lenses == []  # no draft cites it (drafts cannot live under the evidence root)

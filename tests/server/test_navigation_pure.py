@@ -13,8 +13,21 @@ import pytest
 from grounding_core.config import Config
 from grounding_core.drafts import parse_draft
 from grounding_core.model import CitationRef, Span
-from grounding_core.navigate import CitationTarget, ContextTarget, citing_spans, locate, target_at
+from grounding_core.navigate import (
+    CitationTarget,
+    ContextTarget,
+    RenameError,
+    citation_links,
+    citing_spans,
+    label_at,
+    locate,
+    outline,
+    references_of,
+    rename_label,
+    target_at,
+)
 from grounding_core.state import Event, IndexState, MemorySnapshot
+from server.features.versions import VERSIONS_DIR, file_name, parse_version_file
 from server.protocol import parse_version_uri, version_uri
 from server.render.hover import citation_hover, numbered_lines
 
@@ -154,3 +167,56 @@ def test_citing_spans_match_same_text_in_any_version() -> None:
     assert citing_spans(draft, "events/day", 2, 4, "- b：2", index) == [Span.line(2, 6, 44), Span.line(3, 6, 44)]
     assert index.record_for_path("old/day.md") is not None
     assert index.record_for_path("nothing.md") is None
+
+
+# ------------------------------------------------- version copies, outline, rename, hints (issue 12)
+
+
+@pytest.mark.parametrize(("doc_id", "path", "name"), [
+    ("returns-policy", "returns.md", "returns-policy@1.md"),
+    ("events/open-day", "events/open-day.md", "events/open-day@1.md"),
+    ("政策/退货🎉", "退货.txt", "政策/退货🎉@1.txt"),
+    ("a/../b", "x.md", "a%2F..%2Fb@1.md"),  # never a path out of .grounding/versions
+    ("100%\\new", "x.md", "100%25%5Cnew@1.md"),
+])
+def test_version_copy_names_read_back(tmp_path: Path, doc_id: str, path: str, name: str) -> None:
+    assert file_name(doc_id, 1, path) == name
+    copy = tmp_path / VERSIONS_DIR / name
+    assert copy.resolve().is_relative_to((tmp_path / VERSIONS_DIR).resolve())
+    assert parse_version_file(tmp_path, copy.as_uri()) == (doc_id, 1)
+    assert parse_version_file(tmp_path, (tmp_path / "evidence" / name).as_uri()) is None
+
+
+JSON_ANSWER = (
+    '{"status": "answered", "claims": [\n'
+    '  {"text": "𠮷：1", "quote": "- a：1", "id": "doc@1:4", "doc_id": "doc", "version": 1, "line": 4,'
+    ' "sha256": "' + "0" * 64 + '", "field": "a"}\n'
+    '], "missing_fields": []}\n'
+)
+
+
+def test_outline_and_links_of_a_json_answer() -> None:
+    draft = parse_draft(JSON_ANSWER, "json")
+    [item] = outline(draft)
+    assert (item.name, item.detail, item.kind) == ("doc@1:4", "𠮷：1", "citation")
+    assert draft.lines[item.selection.start_line][item.selection.start_col:item.selection.end_col] == '"doc@1:4"'
+    [link] = citation_links(draft)
+    assert link.citation == CitationRef("doc", 1, 4) and link.span == item.selection
+    assert references_of(draft) == [] and label_at(draft, 1, 5) is None
+
+
+def test_rename_label_refuses_what_would_break_the_draft() -> None:
+    text = ("句子𠮷[^a]。再说[^b]，又说[^a]。不是引用\\[^a]。\r\n\r\n"
+            '[^a]: doc@1:4 sha256:00 "- a：1"\r\n[^b]: doc@1:5 sha256:00 "- b：2"\r\n')
+    draft = parse_draft(text)
+    edits = rename_label(draft, "a", "🎉")
+    assert [(e.span.start_line, draft.lines[e.span.start_line][e.span.start_col:e.span.end_col]) for e in edits] == [
+        (0, "a"), (0, "a"), (2, "a")]  # two references and the definition; the escaped one is text
+    assert {e.new_text for e in edits} == {"🎉"}
+    with pytest.raises(RenameError, match="already used"):
+        rename_label(draft, "a", "b")
+    with pytest.raises(RenameError, match="not a valid footnote label"):
+        rename_label(draft, "a", "a b")
+    with pytest.raises(RenameError, match="not used"):
+        rename_label(draft, "zzz", "y")
+    assert rename_label(draft, "a", "[^a]") == []  # the same label, written with its brackets

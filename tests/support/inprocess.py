@@ -79,6 +79,9 @@ class RecordingPort:
     async def refresh_code_lenses(self) -> None:
         self.recorder.record(types.WORKSPACE_CODE_LENS_REFRESH, None)
 
+    async def refresh_inlay_hints(self) -> None:
+        self.recorder.record(types.WORKSPACE_INLAY_HINT_REFRESH, None)
+
     async def create_progress(self, token: str) -> None:
         return None
 

@@ -1,6 +1,6 @@
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import type { LanguageClient, WorkspaceEdit } from 'vscode-languageclient/node';
+import type { LanguageClient, Location, WorkspaceEdit } from 'vscode-languageclient/node';
 import { ExecuteCommandRequest } from 'vscode-languageclient/node';
 
 /** Commands that the extension contributes and forwards to the server under the same name. */
@@ -11,6 +11,7 @@ export const SERVER_COMMANDS = [
   'grounding.draftAnswer',
   'grounding.fixAll',
   'grounding.showContext',
+  'grounding.showReferences',
 ] as const;
 
 /** One source of a conflicting value, as the server reports it. */
@@ -422,6 +423,26 @@ export function registerCommands(host: CommandHost): vscode.Disposable[] {
         return;
       }
       await handleResult(await execute(host, 'grounding.fixAll', wire));
+    }),
+
+    // The reference lens on an evidence line ("cited by 3 drafts, 1 stale"): the server
+    // answers the citing locations; VS Code shows them in its references peek.
+    reg('grounding.showReferences', async (...args: unknown[]) => {
+      const [uri, line] = args;
+      if (typeof uri !== 'string' || typeof line !== 'number') {
+        return;
+      }
+      const executed = await execute(host, 'grounding.showReferences', [uri, line]);
+      if (executed === undefined || !Array.isArray(executed.result)) {
+        return;
+      }
+      const locations = await executed.client.protocol2CodeConverter.asReferences(executed.result as Location[]);
+      await vscode.commands.executeCommand(
+        'editor.action.showReferences',
+        vscode.Uri.parse(uri),
+        new vscode.Position(line, 0),
+        locations,
+      );
     }),
 
     reg('grounding.showContext', async (...args: unknown[]) => {

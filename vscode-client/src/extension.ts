@@ -186,7 +186,8 @@ class Controller implements CommandHost, vscode.Disposable {
       documentSelector: DOCUMENT_SELECTOR,
       outputChannel: this.output,
       revealOutputChannelOn: RevealOutputChannelOn.Never,
-      initializationOptions: { ...settings },
+      // versionDocuments 'virtual': this client serves grounding-evidence: URIs (EvidenceContentProvider).
+      initializationOptions: { ...settings, versionDocuments: 'virtual' },
       workspaceFolder: folder,
       synchronize: {
         fileEvents: vscode.workspace.createFileSystemWatcher('**/*.{md,txt,json,toml}'),
