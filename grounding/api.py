@@ -36,6 +36,8 @@ from grounding_core.budget import ContextUnit as CoreContextUnit
 from grounding_core.context import DEFAULT_LIMIT, DEFAULT_RESERVE, CompiledContext, compile_context
 from grounding_core.drafts import UNIT_RE, ContextSpec, ContextUnitSpec, parse_context_log, parse_draft
 from grounding_core.index import IndexSnapshot
+from grounding_core.memory import MemoryUnitSpec, is_memory_id, parse_memory_unit
+from grounding_core.memory import log_units as memory_log_units
 from grounding_core.model import DraftReport, Span
 from grounding_core.store import ProgressCallback, ScanResult
 from grounding_core.text import LineIndex
@@ -419,6 +421,7 @@ def context_spec(units: Iterable[UnitInput], declared: ContextSpec | None = None
     reserve = declared.reserve if declared is not None and declared.error is None else None
     parsed: list[ContextUnitSpec] = []
     logged: list[Any] = []
+    memory_units: list[MemoryUnitSpec] = []  # memory hook (SPEC §11): "memory:S[/K[@N]]" units
     try:
         items = list(units)
     except TypeError:
@@ -428,6 +431,12 @@ def context_spec(units: Iterable[UnitInput], declared: ContextSpec | None = None
             logged.append({"doc_id": item.doc_id, "version": item.version, "lines": [item.start_line, item.end_line]})
         elif isinstance(item, BaseModel):
             logged.append(item.model_dump(mode="json"))
+        elif isinstance(item, str) and is_memory_id(item):
+            memory_unit = parse_memory_unit(item)
+            if memory_unit is None:
+                return ContextSpec("units", error=f"context unit {item!r} is not memory:SCOPE, memory:SCOPE/KEY"
+                                   " or memory:SCOPE/KEY@VERSION", limit=limit, reserve=reserve)
+            memory_units.append(memory_unit)
         elif isinstance(item, str):
             m = UNIT_RE.fullmatch(item)
             if m is None:
@@ -443,10 +452,13 @@ def context_spec(units: Iterable[UnitInput], declared: ContextSpec | None = None
             logged.append(item)
     if logged:
         try:
-            parsed.extend(parse_context_log(json.dumps({"units": logged}, ensure_ascii=False)))
+            log = json.dumps({"units": logged}, ensure_ascii=False)
+            parsed.extend(parse_context_log(log))
+            memory_units.extend(memory_log_units(log))  # {"memory": "memory:S/K@N"} items
         except (ValueError, TypeError) as exc:
             return ContextSpec("units", error=f"pipeline context: {exc}", limit=limit, reserve=reserve)
-    return ContextSpec("units", units=tuple(parsed), limit=limit, reserve=reserve)
+    return ContextSpec("units", units=tuple(parsed), limit=limit, reserve=reserve,
+                       memory_units=tuple(memory_units))
 
 
 def _json_pointers(text: str) -> dict[Span, str]:

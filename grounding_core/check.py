@@ -24,12 +24,14 @@ from typing import TYPE_CHECKING
 from .config import Config
 from .drafts import ContextSpec, ParsedDraft, draft_kind, parse_context_log, parse_draft
 from .index import IndexSnapshot
+from .memory import log_units as memory_log_units
 from .model import DraftReport
 from .verify import Visibility, check_draft, resolve_context
 
 if TYPE_CHECKING:
     from .answer import AnswerDraft
     from .context import CompiledContext
+    from .image_questions import MeasuredAnswer
 
 ReadText = Callable[[str], "str | None"]
 """Reads a UTF-8 file relative to the workspace root (BOM removed); None when it cannot."""
@@ -87,6 +89,7 @@ def resolve_visibility(draft: ParsedDraft, snapshot: IndexSnapshot, config: Conf
     vis = Visibility()
     if spec.error is not None:
         return vis
+    vis.memory.extend(spec.memory_units)  # memory hook (SPEC §11): memory units of X
     if spec.kind == "units":
         for unit in spec.units:
             vis.add(unit)
@@ -97,6 +100,7 @@ def resolve_visibility(draft: ParsedDraft, snapshot: IndexSnapshot, config: Conf
             return vis
         try:
             units = parse_context_log(text)
+            vis.memory.extend(memory_log_units(text))
         except ValueError:
             return vis
         for unit in units:
@@ -107,14 +111,18 @@ def resolve_visibility(draft: ParsedDraft, snapshot: IndexSnapshot, config: Conf
 
 def answer_from(snapshot: IndexSnapshot, config: Config, today: dt.date, question: str,
                 fields: list[str], subject: str | None = None, limit: int = 1500,
-                reserve: int = 240) -> AnswerDraft:
-    """SPEC §8 ``grounding answer`` against ``snapshot``: an answer from visible lines only.
+                reserve: int = 240) -> AnswerDraft | MeasuredAnswer:
+    """SPEC §8, §13 ``grounding answer`` against ``snapshot``: an answer from visible lines only.
 
-    Raises ``budget.BudgetError`` when even the empty shell does not fit in ``reserve``.
+    Without ``fields`` the closed question grammar decides what ``question`` asks
+    (``grounding_core.question``); the result's ``facts`` carry ``reason``, ``support_scope``,
+    ``same_key_sources_checked`` and, when they apply, ``conflict_evidence``,
+    ``unsupported_terms`` and ``subjects``. Raises ``budget.BudgetError`` when even the empty
+    shell does not fit in ``reserve``.
     """
-    from .answer import generate_answer
+    from .question import answer_question
 
-    return generate_answer(snapshot, config, today, question, fields, subject, limit, reserve)
+    return answer_question(snapshot, config, today, question, fields, subject, limit, reserve)
 
 
 __all__ = ["CheckResult", "ReadText", "answer_from", "check_parsed", "check_text",

@@ -50,7 +50,8 @@ _TYPED = re.compile(
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One completion item: ``span`` (in the draft, one line) is replaced by ``new_text``.
-    ``kind`` is ``"document"``, ``"version"``, ``"line"`` or ``"region"``.
+    ``kind`` is ``"document"``, ``"version"``, ``"line"`` or ``"region"`` (memory ids, SPEC §11:
+    ``"scope"``, ``"key"``, ``"memory-version"``; ``server/features/memory.py``).
     """
 
     label: str

@@ -59,6 +59,9 @@ class Config:
     today: dt.date | None = None
     image_language: str = "zh"
     """Names of measured image attributes and values (SPEC §15): ``"zh"`` or ``"en"``."""
+    query_stopwords: tuple[str, ...] | None = None
+    """Question words the closed question grammar removes (SPEC §13, §15); None means the
+    documented default, ``grounding_core.question.DEFAULT_QUERY_STOPWORDS``."""
     source: str = "defaults"
     _specs: dict[str, pathspec.GitIgnoreSpec] = field(default_factory=dict, compare=False, repr=False)
 
@@ -245,7 +248,8 @@ def _not_an_index(path: Path) -> str | None:
     return None
 
 
-_STR_LIST_KEYS = ("evidence_globs", "drafts", "field_separators", "meta_fields", "subject_fields")
+_STR_LIST_KEYS = ("evidence_globs", "drafts", "field_separators", "meta_fields", "subject_fields",
+                  "query_stopwords")
 
 
 def _validate(table: dict[str, Any], source: str) -> dict[str, Any]:

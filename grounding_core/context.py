@@ -6,6 +6,10 @@ relevance (trigram bm25 of their best-matching line, ties broken by doc_id then 
 packed whole in rank order with skip-and-continue (``budget.pack_prompt``). The result is
 deterministic for a given index state, question and budget.
 
+Memory (SPEC §11): the entries a context names with ``memory: [SCOPE, ...]`` (or
+``memory:...`` units) are pinned ahead of the ranked evidence units, in the order named, and
+packed like any unit (a memory unit that does not fit is skipped, so it is not visible).
+
 Defaults when the draft gives none: ``limit`` 1500 tokens, ``reserve`` 240 tokens.
 """
 
@@ -14,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from . import memory as memory_claims
 from .budget import ContextUnit, PromptPack, pack_prompt
 from .config import Config
 from .drafts import ContextSpec
@@ -43,6 +48,9 @@ class CompiledContext:
         """X = every line of every kept unit."""
         vis = Visibility(input_tokens=self.pack.input_tokens, complete=self.complete)
         for unit in self.kept:
+            if isinstance(unit, memory_claims.MemoryContextUnit):  # memory hook (SPEC §11)
+                vis.memory.append(unit.unit)
+                continue
             vis.ranges.setdefault((unit.doc_id, unit.version), []).append((unit.start_line, unit.end_line))
         return vis
 
@@ -111,6 +119,8 @@ def compile_context(state: IndexSnapshot, config: Config, spec: ContextSpec,
     query = spec.query or question
     complete = state.search_complete
     units = rank_units(state, query, today)
+    if spec.memory_units:  # memory hook (SPEC §11): the named scopes, pinned first
+        units = [*memory_claims.context_units(state, spec.memory_units), *units]
     pack = pack_prompt(question or query, units, spec.limit or DEFAULT_LIMIT,
                        spec.reserve or DEFAULT_RESERVE, config.encoding)
     return CompiledContext(query, pack, complete)

@@ -33,8 +33,9 @@ import json
 import sqlite3
 import unicodedata
 from collections.abc import Iterator
+from typing import cast
 
-from .events import Event
+from .events import EVENT_KINDS, MEMORY_KINDS, Event, EventKind
 from .evidence import EvidenceDocument, EvidenceError, FrontMatter, parse_evidence_text
 from .images import MEASUREMENT_VERSION, ImageDocument, attribute_of_line, image_document_from_event, is_image_path
 from .index import ParseSettings
@@ -108,12 +109,18 @@ class Deriver:
         self._terms: set[tuple[str, str, str, str, int, int, int]] = set()
         self._fields: list[tuple[int, str]] = []
         self._fts: list[tuple[int]] = []
+        self._names: set[tuple[str, str]] = set()
+        """(kind, name) of question-grammar names seen (``s`` subject, ``f`` field; SPEC §13)."""
+        self._names_written: set[tuple[str, str]] = set()
+        self._subjects: list[tuple[int, int]] = []
         self.activity_changed: set[int] = set()
         """content_ids whose activity changed (for cache invalidation)."""
 
     # -- events --------------------------------------------------------------------------------
 
     def apply(self, event: Event, doc: EvidenceDocument | None = None) -> None:
+        if event.kind in MEMORY_KINDS:
+            return  # memory events (SPEC §11) derive memory_entries (grounding_core.memory_store)
         if event.kind == "import":
             self._import(event, doc if doc is not None else parse_content(event, self.settings))
         else:
@@ -159,6 +166,9 @@ class Deriver:
             self._image_lines(doc, s)
             return
         sh = self._hash(doc.subject or "")
+        if doc.subject and doc.field_lines:  # question hook (SPEC §13): a known subject
+            self._subjects.append((sh, s))
+            self._names.add(("s", doc.subject))
         buffer, terms, hashed = self._lines, self._terms, self._hash
         for number, fl in doc.field_lines.items():
             name = fl.field
@@ -172,6 +182,7 @@ class Deriver:
             if name not in self._field_terms:
                 field_term = self._field_terms[name] = normalize_fast(name)
                 self._fields.append((fh, name))
+                self._names.add(("f", name))  # question hook (SPEC §13): a known field name
                 if len(field_term) >= 2:
                     terms.add((field_term[:3], field_term[3:6] if len(field_term) >= 6 else "", field_term, "f",
                                fh, 0, text_hash(field_term)))
@@ -236,8 +247,33 @@ class Deriver:
             self.backend.write_region_values(self.conn, regions)
         if fields:
             self.backend.write_fields(self.conn, fields)
+        self._write_names()
         if len(self._field_terms) > KEY_CACHE:
             self._field_terms.clear()
+
+    def _write_names(self) -> None:
+        """Question-grammar names (SPEC §13, §15) and subject contents: each name once (its
+        row is looked up by anchor, kind and hash before it is added), never proportional to
+        more than the contents this transaction derived.
+        """
+        subjects, self._subjects = self._subjects, []
+        if subjects:
+            self.conn.executemany("INSERT INTO subject_contents (sh, content_id) VALUES (?, ?)"
+                                  " ON CONFLICT DO NOTHING", subjects)
+        names, self._names = self._names - self._names_written, set()
+        if len(self._names_written) > KEY_CACHE:
+            self._names_written.clear()
+        for kind, name in sorted(names):
+            term = unicodedata.normalize("NFKC", name)
+            if not term:
+                continue
+            nh = self._hash(name)
+            anchor = term[:3]
+            if self.conn.execute("SELECT 1 FROM vocabulary WHERE anchor = ? AND kind = ? AND nh = ? AND name = ?",
+                                 (anchor, kind, nh, name)).fetchone() is None:
+                self.conn.execute("INSERT INTO vocabulary (anchor, term, kind, nh, name) VALUES (?, ?, ?, ?, ?)",
+                                  (anchor, term, kind, nh, name))
+            self._names_written.add((kind, name))
 
 
 def normalize_fast(text: str) -> str:
@@ -255,8 +291,8 @@ def iter_events(conn: sqlite3.Connection, after: int = 0, upto: int | None = Non
     """Events with ``after < seq <= upto`` in log order, read in chunks (bounded memory)."""
     last = after
     while True:
-        sql = ("SELECT seq, kind, doc_id, version, sha256, path, text, declared, reason FROM events"
-               " WHERE seq > ?")
+        sql = ("SELECT seq, kind, doc_id, version, sha256, path, text, declared, reason, data, recorded_at"
+               " FROM events WHERE seq > ?")
         args: list[int] = [last]
         if upto is not None:
             sql += " AND seq <= ?"
@@ -271,12 +307,14 @@ def iter_events(conn: sqlite3.Connection, after: int = 0, upto: int | None = Non
 
 def event_of(row: tuple[object, ...] | sqlite3.Row) -> Event:
     """An :class:`Event` from an ``events`` row (seq, kind, doc_id, version, sha256, path,
-    text, declared, reason).
+    text, declared, reason[, data, recorded_at]).
     """
+    kind = str(row[1])
     return Event(
-        seq=int(str(row[0])), kind="import" if row[1] == "import" else "revoke",
+        seq=int(str(row[0])), kind=cast(EventKind, kind) if kind in EVENT_KINDS else "revoke",
         doc_id=str(row[2]), version=int(str(row[3])), sha256=str(row[4]), path=str(row[5]),
         text=str(row[6]), declared=bool(row[7]), reason=str(row[8]),
+        data=str(row[9] or "") if len(row) > 9 else "", recorded_at=str(row[10] or "") if len(row) > 10 else "",
     )
 
 

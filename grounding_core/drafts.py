@@ -38,8 +38,10 @@ from mdit_py_plugins.footnote import footnote_plugin
 from mdit_py_plugins.front_matter import front_matter_plugin
 
 from . import image_claims
+from . import memory as memory_claims
 from .evidence import DOC_ID_FORBIDDEN, YAML_LOADER, YAML_MERGE_TAG, front_matter_too_deep
-from .model import CLAIM_KEYS, FIRST_LINE, CitationRef, Claim, Edit, Finding, RegionRef, Span
+from .memory import MemoryUnitSpec
+from .model import CLAIM_KEYS, FIRST_LINE, CitationRef, Claim, Edit, Finding, MemoryRef, RegionRef, Span
 from .text import LineIndex, char_name, has_letter_or_digit, shorten, split_lines
 
 NUMBER = r"[1-9][0-9]{0,17}"
@@ -63,7 +65,11 @@ STATUSES = ("answered", "partial", "abstain", "conflict")
 MAX_SOURCE_MAP_CHARS = 4_000_000
 """JSON answers longer than this get their findings on line 1 (no source map): an answer wire
 is a few hundred tokens, and json-source-map spends seconds on megabytes of escapes."""
-JSON_TOP_KEYS = ("status", "claims", "missing_fields", "question", "fields", "subject", "context")
+JSON_TOP_KEYS = ("status", "claims", "missing_fields", "question", "fields", "subject", "context",
+                 *("reason", "support_scope", "same_key_sources_checked", "conflict_evidence",
+                   "unsupported_terms", "subjects"))
+"""Keys of a JSON answer; the second row is what ``grounding answer --format json`` adds (SPEC
+§13), accepted so its output checks as it is, and not checked (docs/decisions.md)."""
 QUOTE_LOOKALIKES = "“”„‟«»「」『』＂〝〞'‘’"
 
 
@@ -89,6 +95,8 @@ class ContextSpec:
     limit: int | None = None
     reserve: int | None = None
     error: str | None = None
+    memory_units: tuple[MemoryUnitSpec, ...] = ()
+    """Memory units (SPEC §11): ``memory:...`` items of ``units`` and the ``memory`` key."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,6 +364,8 @@ class Definition:
     quote: str | None
     error: str | None = None
     hint: str = ""
+    memory: MemoryRef | None = None
+    """Set (and ``citation`` None) for a memory citation ``memory:S/K@N`` (SPEC §11)."""
     fix: Edit | None = None
     region: RegionRef | None = None
     """Set (and ``citation`` None) for an image citation ``DOC_ID@VERSION#rN`` (SPEC §12)."""
@@ -465,6 +475,7 @@ def _add_claim(draft: ParsedDraft, sentence: Sentence, label: str, ref_span: Spa
         definition.citation if definition.error is None else None,
         definition.hash_prefix, definition.quote, label,
         region=definition.region if definition.error is None else None,
+        memory=definition.memory if definition.error is None else None,
     ))
 
 
@@ -499,25 +510,32 @@ def parse_definition(line: str, line_no: int, label: str) -> Definition:
     id_text = parts[0]
     ref: CitationRef | None = None
     region: RegionRef | None = None
-    m = ID_RE.fullmatch(id_text)
-    if m is None and image_claims.is_region_id(id_text):  # image hook (SPEC §12): DOC_ID@VERSION#rN
-        shape = image_claims.definition_shape(label)
-        region, problem = image_claims.parse_region_id(id_text)
-        if region is None:
+    memory_ref: MemoryRef | None = None
+    if memory_claims.is_memory_id(id_text):  # memory hook (SPEC §11): memory:SCOPE/KEY@VERSION
+        shape = f'write it as [^{label}]: memory:SCOPE/KEY@VERSION sha256:HASH "KEY：VALUE"'
+        memory_ref, problem = memory_claims.parse_memory_id(id_text)
+        if memory_ref is None:
             return bad(problem, shape, id_text)
-    elif m is None:
-        slip = ime_slip(id_text)
-        if slip is None:
-            return bad(_id_problem(id_text), shape, id_text)
-        fixed, at = slip
-        return Definition(
-            label, line_no, span, id_text, None, None, None,
-            f"column {id_col + at + 1}: {_slip_message(id_text, fixed, at)}", f"Write the id as {fixed}.",
-            fix=Edit(Span.line(line_no, id_col, id_col + len(id_text)), fixed,
-                     f"Write the citation id in ASCII: {shorten(fixed, 60)}"),
-        )
     else:
-        ref = CitationRef(m["doc_id"], int(m["version"]), int(m["line"]))
+        m = ID_RE.fullmatch(id_text)
+        if m is None and image_claims.is_region_id(id_text):  # image hook (SPEC §12): DOC_ID@VERSION#rN
+            shape = image_claims.definition_shape(label)
+            region, problem = image_claims.parse_region_id(id_text)
+            if region is None:
+                return bad(problem, shape, id_text)
+        elif m is None:
+            slip = ime_slip(id_text)
+            if slip is None:
+                return bad(_id_problem(id_text), shape, id_text)
+            fixed, at = slip
+            return Definition(
+                label, line_no, span, id_text, None, None, None,
+                f"column {id_col + at + 1}: {_slip_message(id_text, fixed, at)}", f"Write the id as {fixed}.",
+                fix=Edit(Span.line(line_no, id_col, id_col + len(id_text)), fixed,
+                         f"Write the citation id in ASCII: {shorten(fixed, 60)}"),
+            )
+        else:
+            ref = CitationRef(m["doc_id"], int(m["version"]), int(m["line"]))
     if len(parts) < 2 or not parts[1].startswith("sha256:"):
         return bad("the sha256 hash is missing after the citation id", shape, id_text)
     hex_text = parts[1][len("sha256:"):]
@@ -546,7 +564,7 @@ def parse_definition(line: str, line_no: int, label: str) -> Definition:
     if after.strip(" "):
         return bad(f"only spaces may follow the closing quote, found {after.strip()!r}", shape, id_text)
     quote = tail[1:last]
-    return Definition(label, line_no, span, id_text, ref, hex_text, quote, region=region)
+    return Definition(label, line_no, span, id_text, ref, hex_text, quote, memory=memory_ref, region=region)
 
 
 def _id_problem(id_text: str) -> str:
@@ -1002,7 +1020,7 @@ def parse_context_value(value: Any) -> ContextSpec:
     if not isinstance(value, dict):
         return ContextSpec("units", error="context must be a mapping with units, log or query")
     forms = [k for k in ("units", "log", "query") if k in value]
-    unknown = sorted(set(value) - {"units", "log", "query", "limit", "reserve"})
+    unknown = sorted(set(value) - {"units", "log", "query", "limit", "reserve", "memory"})
     if len(forms) != 1 or unknown:
         return ContextSpec("units", error="context must have exactly one of units, log or query"
                            + (f" (unknown keys: {', '.join(map(str, unknown))})" if unknown else ""))
@@ -1012,6 +1030,11 @@ def parse_context_value(value: Any) -> ContextSpec:
     for name, number in (("limit", limit), ("reserve", reserve)):
         if number is not None and (isinstance(number, bool) or not isinstance(number, int) or number < 1):
             return ContextSpec(form, error=f"context.{name} must be a positive integer of tokens")
+    memory_units: tuple[MemoryUnitSpec, ...] = ()
+    if "memory" in value:  # memory hook (SPEC §11): the scopes a context may use
+        memory_units, problem = memory_claims.context_memory_value(value["memory"])
+        if problem is not None:
+            return ContextSpec(form, error=problem)
     if form == "units":
         units = value["units"]
         if isinstance(units, str):
@@ -1020,6 +1043,13 @@ def parse_context_value(value: Any) -> ContextSpec:
             return ContextSpec("units", error="context.units must be a list like [\"schedule@2\"]")
         parsed: list[ContextUnitSpec] = []
         for unit in units:
+            if isinstance(unit, str) and memory_claims.is_memory_id(unit):  # memory hook (SPEC §11)
+                memory_unit = memory_claims.parse_memory_unit(unit)
+                if memory_unit is None:
+                    return ContextSpec("units", error=f"context unit {unit!r} is not memory:SCOPE,"
+                                       " memory:SCOPE/KEY or memory:SCOPE/KEY@VERSION")
+                memory_units += (memory_unit,)
+                continue
             m = UNIT_RE.fullmatch(unit) if isinstance(unit, str) else None
             if m is None:
                 return ContextSpec("units", error=f"context unit {unit!r} is not DOC_ID@VERSION or"
@@ -1029,16 +1059,17 @@ def parse_context_value(value: Any) -> ContextSpec:
             if start is not None and end is not None and end < start:
                 return ContextSpec("units", error=f"context unit {unit!r}: the range ends before it starts")
             parsed.append(ContextUnitSpec(m["doc_id"], int(m["version"]), start, end))
-        return ContextSpec("units", units=tuple(parsed), limit=limit, reserve=reserve)
+        return ContextSpec("units", units=tuple(parsed), limit=limit, reserve=reserve,
+                           memory_units=memory_units)
     if form == "log":
         log = value["log"]
         if not isinstance(log, str) or not log:
             return ContextSpec("log", error="context.log must be a path relative to the workspace root")
-        return ContextSpec("log", log=log, limit=limit, reserve=reserve)
+        return ContextSpec("log", log=log, limit=limit, reserve=reserve, memory_units=memory_units)
     query = value["query"]
     if not isinstance(query, str) or not query.strip():
         return ContextSpec("query", error="context.query must be non-empty text")
-    return ContextSpec("query", query=query, limit=limit, reserve=reserve)
+    return ContextSpec("query", query=query, limit=limit, reserve=reserve, memory_units=memory_units)
 
 
 def parse_context_log(text: str) -> tuple[ContextUnitSpec, ...]:
@@ -1055,6 +1086,8 @@ def parse_context_log(text: str) -> tuple[ContextUnitSpec, ...]:
     for i, unit in enumerate(data["units"]):
         if not isinstance(unit, dict):
             raise ValueError(f"units[{i}] must be an object")
+        if "memory" in unit:
+            continue  # a memory unit (SPEC §11), read by grounding_core.memory.log_units
         doc_id, version = unit.get("doc_id"), unit.get("version")
         if (not isinstance(doc_id, str) or not doc_id or not isinstance(version, int)
                 or isinstance(version, bool) or version < 1):
@@ -1176,6 +1209,9 @@ def _json_claim(draft: ParsedDraft, claim: Any, ptr: str, span_of: Any, malforme
             json_text=parsed.text, json_field=parsed.field, json_sha256=parsed.sha256,
             value_spans=parsed.value_spans, region=parsed.ref,
         ))
+        return
+    if memory_claims.is_json_memory_claim(claim):  # memory hook (SPEC §11): the seven keys
+        draft.claims.append(memory_claims.json_claim(claim, ptr, span_of, malformed))
         return
     if not isinstance(claim, dict):
         malformed(obj_span, "a claim must be an object with the eight keys "

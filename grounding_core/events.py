@@ -10,7 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-EventKind = Literal["import", "revoke"]
+EventKind = Literal["import", "revoke", "remember", "approve", "forget"]
+EVIDENCE_KINDS: tuple[str, ...] = ("import", "revoke")
+MEMORY_KINDS: tuple[str, ...] = ("remember", "approve", "forget")
+"""Memory events (SPEC §11): their fields are JSON in ``data`` (``grounding_core.memory``);
+the evidence derivations skip them and ``grounding_core.memory_store`` derives memory."""
+EVENT_KINDS: tuple[str, ...] = (*EVIDENCE_KINDS, *MEMORY_KINDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,8 +24,9 @@ class Event:
 
     ``import``: a version's full text (BOM removed) and the sha256 of its raw bytes;
     ``declared`` tells whether front matter declared the version. ``revoke``: the version
-    stops being active (``reason``: ``deleted``, ``status: revoked``, ...). ``seq`` is the
-    1-based position in the log (0 for an event not appended yet).
+    stops being active (``reason``: ``deleted``, ``status: revoked``, ...). Memory events
+    (``remember``, ``approve``, ``forget``; SPEC §11) carry their fields as JSON in ``data``.
+    ``seq`` is the 1-based position in the log (0 for an event not appended yet).
     """
 
     seq: int
@@ -32,3 +38,6 @@ class Event:
     text: str = ""
     declared: bool = False
     reason: str = ""
+    data: str = ""
+    recorded_at: str = ""
+    """When the event was appended (UTC, ISO 8601); memory entries show it (SPEC §11)."""

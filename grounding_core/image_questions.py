@@ -40,7 +40,7 @@ from .config import Config
 from .conflicts import check_keys, source_id
 from .image_claims import SUPPORT_TYPE
 from .images import COLORS, FIELDS, SHAPES, SIZES, measured_words
-from .index import IndexSnapshot
+from .index import IndexSnapshot, VocabularyTerm
 
 SUPPORT_SCOPE = "complete_current_subject_field_source_set"
 """SPEC §13 ``support_scope`` (the same value as ``grounding_core.question``)."""
@@ -57,17 +57,6 @@ def measured_terms_in(text: str, language: str = "zh") -> list[str]:
     return sorted(dict.fromkeys(found), key=lambda w: (-len(w), text.find(w)))
 
 
-@dataclass(frozen=True, slots=True)
-class MeasuredTerm:
-    """A measured value found in a question, shaped as the grammar's vocabulary terms
-    (``text``, ``kind`` = ``"measured"``, ``names``; ``grounding_core.index.VocabularyTerm``).
-    """
-
-    text: str
-    kind: str
-    names: tuple[str, ...]
-
-
 @dataclass(frozen=True)
 class MeasuredVocabulary:
     """The measured values as a vocabulary source of the closed grammar (``terms_in(text,
@@ -77,8 +66,9 @@ class MeasuredVocabulary:
 
     language: str = "zh"
 
-    def terms_in(self, text: str, today: dt.date) -> list[MeasuredTerm]:
-        return [MeasuredTerm(w, "measured", (w,)) for w in measured_terms_in(text, self.language)]
+    def terms_in(self, text: str, today: dt.date) -> list[VocabularyTerm]:
+        """Each measured value in ``text`` as a ``VocabularyTerm`` of kind ``"measured"``."""
+        return [VocabularyTerm(w, "measured", (w,)) for w in measured_terms_in(text, self.language)]
 
 
 def field_of(value: str, language: str = "zh") -> str | None:
@@ -107,6 +97,8 @@ class MeasuredAnswer:
     wire: AnswerWire
     facts: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()
+    """One sentence per conflicting key (``Conflict.describe``), as ``AnswerDraft.conflicts``."""
 
     def context_value(self) -> dict[str, Any]:
         return {"units": list(self.units)}
@@ -216,7 +208,8 @@ def answer_measured(
             {"id": source_id(kl), "doc_id": kl.doc_id, "version": kl.version, "line": kl.line,
              "value": kl.value, "path": config.evidence_display(kl.path)}
             for c in gate.conflicts for kl in snapshot.key_lines((c.subject, c.field), today)]
-    return MeasuredAnswer(question, tuple(ordered), subject, (f"{record.doc_id}@{record.version}",), wire, facts)
+    return MeasuredAnswer(question, tuple(ordered), subject, (f"{record.doc_id}@{record.version}",), wire, facts,
+                          conflicts=tuple(c.describe() for c in gate.conflicts))
 
 
 def _position(text: str, name: str, conditions: list[tuple[str, str]]) -> int:
@@ -231,5 +224,5 @@ def _facts(reason: str, lines: int, **extra: Any) -> dict[str, Any]:
     return {"reason": reason, "support_scope": SUPPORT_SCOPE, "same_key_sources_checked": lines, **extra}
 
 
-__all__ = ["MAX_REGIONS", "SUPPORT_SCOPE", "MeasuredAnswer", "MeasuredTerm", "MeasuredVocabulary", "answer_measured",
+__all__ = ["MAX_REGIONS", "SUPPORT_SCOPE", "MeasuredAnswer", "MeasuredVocabulary", "answer_measured",
            "field_of", "measured_terms_in"]

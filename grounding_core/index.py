@@ -36,6 +36,7 @@ from typing import TypeVar
 
 from .evidence import EvidenceDocument
 from .images import ImageDocument, Measurement
+from .memory import MemoryEntry, active_of
 from .text import normalize, normalize_value
 
 T = TypeVar("T")
@@ -165,6 +166,20 @@ class SearchHit:
     line: int
     text: str
     rank: float
+
+
+@dataclass(frozen=True, slots=True)
+class VocabularyTerm:
+    """A known term of the closed question grammar (SPEC §13, §15) found in a text.
+
+    ``text`` is the term in NFKC form as it occurs in the (NFKC) text; ``kind`` is
+    ``"subject"``, ``"field"`` or ``"measured"`` (an image value, SPEC §12); ``names`` are the
+    spellings the index holds that normalise to ``text`` (a subject or field name as written).
+    """
+
+    text: str
+    kind: str
+    names: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,6 +429,46 @@ class IndexSnapshot(ABC):
         """
         return []
 
+    # -- the closed question grammar (SPEC §13, §15) ----------------------------------------
+
+    @abstractmethod
+    def vocabulary_in(self, text: str, today: dt.date) -> list[VocabularyTerm]:
+        """Every known subject and field name (NFKC) occurring in ``text`` (already NFKC).
+
+        Known: the subjects and field names of active, non-meta field lines (SPEC §15: not
+        text values). Each distinct (term, kind) once, in no particular order; a name that is
+        both a subject and a field comes twice. Near-linear in the length of ``text`` (the
+        spirit of :meth:`known_term_in`): never loads every name into Python per call.
+        """
+
+    # -- memory entries (SPEC §11) ----------------------------------------------------------
+
+    @abstractmethod
+    def memory_versions(self, scope: str, key: str) -> Mapping[int, MemoryEntry]:
+        """Version -> entry of every version of ``(scope, key)`` remembered by this snapshot's
+        seq (empty when unknown), with approvals and forgets after the seq hidden. One
+        indexed lookup; a key has as many versions as writers made.
+        """
+
+    @abstractmethod
+    def memory_scopes(self, prefix: str = "", limit: int | None = None) -> list[str]:
+        """Scopes with at least one entry, starting with ``prefix``, sorted by code point, at
+        most ``limit`` (completion passes a limit; without one it is corpus-wide).
+        """
+
+    @abstractmethod
+    def memory_keys(self, scope: str, prefix: str = "", limit: int | None = None) -> list[str]:
+        """Keys of ``scope`` with at least one entry, starting with ``prefix``, sorted, at most
+        ``limit``.
+        """
+
+    def memory_active(self, scope: str, key: str) -> MemoryEntry | None:
+        """The active entry of a key: its newest approved, unforgotten version (SPEC §11)."""
+        return active_of(self.memory_versions(scope, key))
+
+    def memory_entry(self, scope: str, key: str, version: int) -> MemoryEntry | None:
+        return self.memory_versions(scope, key).get(version)
+
 
 class EmptySnapshot(IndexSnapshot):
     """``replay(0)`` of any store: no documents (before a workspace is open)."""
@@ -462,6 +517,18 @@ class EmptySnapshot(IndexSnapshot):
     def search(self, query: str, limit: int = 20, any_term: bool = False) -> list[SearchHit]:
         return []
 
+    def vocabulary_in(self, text: str, today: dt.date) -> list[VocabularyTerm]:
+        return []
+
+    def memory_versions(self, scope: str, key: str) -> Mapping[int, MemoryEntry]:
+        return {}
+
+    def memory_scopes(self, prefix: str = "", limit: int | None = None) -> list[str]:
+        return []
+
+    def memory_keys(self, scope: str, prefix: str = "", limit: int | None = None) -> list[str]:
+        return []
+
 
 def keyed_lines_of(doc: EvidenceDocument, record: VersionRecord, settings: ParseSettings) -> list[KeyedLine]:
     """The non-meta field lines of one version, in line order (SPEC §3 field lines); an image's
@@ -497,5 +564,6 @@ def value_term(value: str) -> str:
 
 __all__: Sequence[str] = (
     "ConflictKey", "EmptySnapshot", "IndexSnapshot", "IndexStats", "KeySummary", "KeyedLine", "LineIdentity",
-    "ParseSettings", "SearchHit", "ValueGroup", "VersionRecord", "keyed_lines_of", "longest_term_in",
+    "ParseSettings", "SearchHit", "ValueGroup", "VersionRecord", "VocabularyTerm", "keyed_lines_of",
+    "longest_term_in",
 )

@@ -82,6 +82,9 @@ IMAGE_CLAIM_KEYS: tuple[str, ...] = (
 """The nine keys of an image claim (SPEC §12, §15), in the order the answer wire writes them;
 ``support_type`` is always ``"measured"`` and ``region`` is ``"r1"``, ``"r2"``, …"""
 
+MEMORY_CLAIM_KEYS: tuple[str, ...] = ("text", "quote", "id", "scope", "key", "version", "sha256")
+"""The seven keys of a memory claim (SPEC §11), in the order the answer wire writes them."""
+
 
 @dataclass(frozen=True, slots=True, order=True)
 class Span:
@@ -199,13 +202,26 @@ class RegionRef:
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryRef:
+    """The parts a memory claim cites: ``memory:SCOPE/KEY@VERSION`` (SPEC §11)."""
+
+    scope: str
+    key: str
+    version: int
+
+    @property
+    def id(self) -> str:
+        return f"memory:{self.scope}/{self.key}@{self.version}"
+
+
+@dataclass(frozen=True, slots=True)
 class Claim:
     """One claim of a draft: a sentence (or JSON claim object) and the citation it holds.
 
     ``citation`` is None when the citation could not be parsed (a GR101 finding was raised
-    already) or when the claim cites an image region (``region`` is set). ``sentence`` is the
-    claim text as written in the draft (Markdown: the sentence with references; JSON: the
-    ``text`` value). Spans are in the draft.
+    already) or when the claim cites an image region (``region`` is set) or a memory entry
+    (``memory`` is set). ``sentence`` is the claim text as written in the draft (Markdown: the
+    sentence with references; JSON: the ``text`` value). Spans are in the draft.
     """
 
     sentence: str
@@ -221,6 +237,8 @@ class Claim:
     value_spans: tuple[tuple[str, Span], ...] = ()
     region: RegionRef | None = None
     """Set for an image claim (SPEC §12); ``citation`` is then None."""
+    memory: MemoryRef | None = None
+    """Set for a memory claim (SPEC §11); ``citation`` is then None."""
 
     def value_span(self, key: str) -> Span:
         """The span of one JSON key's value, else the claim's citation span."""

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar, cast
 
+from . import memory_store
 from .derived import parse_content
 from .events import Event
 from .evidence import EvidenceDocument, FrontMatter, parse_field_line
@@ -39,7 +40,9 @@ from .index import (
     SearchHit,
     ValueGroup,
     VersionRecord,
+    VocabularyTerm,
 )
+from .memory import MemoryEntry
 from .sqlite_backend import FIELD_HEAD, SqliteBackend, fts_string, text_hash
 from .text import VALUE_TRAILING_PUNCTUATION, normalize, split_lines
 
@@ -671,6 +674,69 @@ class SqlSnapshot(IndexSnapshot):
         for length in sorted(by_length, reverse=True):
             out.extend(sorted(by_length[length], key=lambda kl: kl.identity))
         return out[:limit]
+
+    # -- the closed question grammar (SPEC §13, §15) -------------------------------------------
+
+    def vocabulary_in(self, text: str, today: dt.date) -> list[VocabularyTerm]:
+        """Names anchored at the text's distinct 1-, 2- and 3-grams (one indexed query per
+        :data:`GRAM_CHUNK` grams), kept when they occur in ``text`` (``str.find``: linear)
+        and a version active at (seq, today) holds them: a field name with an active,
+        non-meta line (``has_field``), a subject with an active content
+        (``subject_contents``). Never reads names that cannot occur in ``text``.
+        """
+        safe_text = sql_text(text)
+        size = len(text)
+        grams = list({text[i:i + k] for k in (1, 2, 3) for i in range(size - k + 1)})
+        if safe_text is None:
+            grams = [g for g in grams if sql_text(g) is not None]
+        within = safe_text if size <= SHORT_SENTENCE and len(grams) <= GRAM_CHUNK else None
+        conn, backend = self._conn(), self._source.backend
+        names: dict[tuple[str, str], set[str]] = {}
+        for start in range(0, len(grams), GRAM_CHUNK):
+            for term, kind, name in backend.vocabulary_with_anchors(conn, grams[start:start + GRAM_CHUNK], within):
+                if within is not None or term in text:
+                    names.setdefault((term, kind), set()).add(name)
+        found = []
+        for (term, kind), spelled in sorted(names.items()):
+            held = tuple(sorted(n for n in spelled if self._name_active(kind, n, today)))
+            if held:
+                found.append(VocabularyTerm(term, "subject" if kind == "s" else "field", held))
+        return found
+
+    def _name_active(self, kind: str, name: str, today: dt.date) -> bool:
+        key = (f"vocabulary:{kind}", name, today)
+        memos = self._caches.memos
+        if key in memos:
+            return bool(memos[key])
+        if kind == "f":
+            verdict = not self.is_meta_field(name) and self.has_field(name, today)
+        else:
+            active, params = self._active(today)
+            verdict = self._conn().execute(
+                "SELECT 1 FROM subject_contents AS c JOIN versions AS v ON v.content_id = c.content_id"
+                f" WHERE c.sh = ? AND v.subject = ? AND {active} LIMIT 1",
+                (text_hash(name), name, *params)).fetchone() is not None
+        _put(memos, key, verdict)
+        return verdict
+
+    # -- memory entries (SPEC §11) -------------------------------------------------------------
+
+    def memory_versions(self, scope: str, key: str) -> Mapping[int, MemoryEntry]:
+        """One primary-key range of ``memory_entries``, as of this snapshot's seq."""
+        safe_scope, safe_key = sql_text(scope), sql_text(key)
+        if safe_scope is None or safe_key is None:
+            return {}
+        return memory_store.versions(self._conn(), self.seq, safe_scope, safe_key)
+
+    def memory_scopes(self, prefix: str = "", limit: int | None = None) -> list[str]:
+        safe = sql_text(prefix)
+        return memory_store.scopes(self._conn(), self.seq, safe, limit) if safe is not None else []
+
+    def memory_keys(self, scope: str, prefix: str = "", limit: int | None = None) -> list[str]:
+        safe_scope, safe = sql_text(scope), sql_text(prefix)
+        if safe_scope is None or safe is None:
+            return []
+        return memory_store.keys(self._conn(), self.seq, safe_scope, safe, limit)
 
     # -- corpus-wide ---------------------------------------------------------------------------
 

@@ -42,6 +42,15 @@ Schema (``PRAGMA user_version`` = :data:`LAYOUT`; older layouts are migrated on 
   Not derived from the log (a pure function of the bytes) and kept across rebuilds.
 - ``fields`` — every field name by its hash, with its first 8 code points (prefix lookups
   for GR109's "did you mean").
+- ``vocabulary`` — the closed question grammar's names (SPEC §13, §15): each distinct subject
+  (kind ``s``) and field name (kind ``f``) of an ever-active content, with its NFKC form
+  (``term``, spaces kept), the term's *anchor* (first 3 code points; a shorter term is its own)
+  and the name's hash ``nh``, indexed by anchor: the names a question can hold are those
+  anchored at one of its 1-, 2- or 3-grams. ``subject_contents`` — (subject hash, content_id)
+  of every ever-active content with a subject and a field line, so whether a subject is
+  active is one seek per content of it.
+- ``memory_entries`` — memory entries derived from the memory events of the log (SPEC §11;
+  ``grounding_core.memory_store``; not settings-dependent, never rebuilt by a settings change).
 - ``files`` — scan bookkeeping per evidence path: the stat key (size, mtime, ctime, inode),
   sha256, doc_id, declared version, the parse problem, and the file's evidence findings.
 - ``fts_queue`` / ``lines_fts`` — contents waiting for full-text rows, and the FTS5
@@ -73,10 +82,10 @@ LINE_MASK = (1 << LINE_BITS) - 1
 CACHE_KIB = 32 * 1024
 """SQLite page cache per connection (KiB). Bounded: RSS must stay flat with corpus size."""
 
-EVENTS = """
+EVENTS_TABLE = """
 CREATE TABLE IF NOT EXISTS events (
   seq INTEGER PRIMARY KEY AUTOINCREMENT,
-  kind TEXT NOT NULL CHECK (kind IN ('import', 'revoke')),
+  kind TEXT NOT NULL CHECK (kind IN ('import', 'revoke', 'remember', 'approve', 'forget')),
   doc_id TEXT NOT NULL,
   version INTEGER NOT NULL,
   sha256 TEXT NOT NULL DEFAULT '',
@@ -84,13 +93,17 @@ CREATE TABLE IF NOT EXISTS events (
   text TEXT NOT NULL DEFAULT '',
   declared INTEGER NOT NULL DEFAULT 0,
   reason TEXT NOT NULL DEFAULT '',
-  recorded_at TEXT NOT NULL
-);
-CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
-  BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
-CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
-  BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
-"""
+  recorded_at TEXT NOT NULL,
+  data TEXT
+)"""
+"""The log; ``data`` (JSON) holds the fields of memory events (SPEC §11, ``grounding_core.memory``)."""
+EVENTS_TRIGGERS = (
+    "CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events"
+    " BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END",
+    "CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events"
+    " BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END",
+)
+EVENTS = EVENTS_TABLE + ";\n" + ";\n".join(EVENTS_TRIGGERS) + ";\n"
 
 DERIVED = """
 CREATE TABLE IF NOT EXISTS versions (
@@ -157,6 +170,19 @@ CREATE TABLE IF NOT EXISTS fields (
   field TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS fields_head ON fields (head);
+CREATE TABLE IF NOT EXISTS vocabulary (
+  anchor TEXT NOT NULL,
+  term TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  nh INTEGER NOT NULL,
+  name TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS vocabulary_anchor ON vocabulary (anchor, kind, nh);
+CREATE TABLE IF NOT EXISTS subject_contents (
+  sh INTEGER NOT NULL,
+  content_id INTEGER NOT NULL,
+  PRIMARY KEY (sh, content_id)
+);
 CREATE TABLE IF NOT EXISTS fts_queue (
   content_id INTEGER PRIMARY KEY
 );
@@ -197,9 +223,10 @@ CREATE VIRTUAL TABLE IF NOT EXISTS lines_fts USING fts5(text, tokenize = 'trigra
 """``detail=full`` (the default): trigram phrase queries need positions (``detail=column`` and
 ``none`` refuse multi-trigram terms); BENCHMARKS.md has the measurements."""
 
-DERIVED_TABLES = ("versions", "revocations", "field_lines", "terms", "fields", "region_values")
+DERIVED_TABLES = ("versions", "revocations", "field_lines", "terms", "fields", "region_values", "vocabulary",
+                  "subject_contents")
 
-DERIVED_VERSION = 5
+DERIVED_VERSION = 6
 """Part of the derived tables' fingerprint: bumped whenever their definition changes, so an
 index written by another definition is rebuilt from its log on open."""
 
@@ -275,6 +302,7 @@ class SqliteBackend:
         """
         conn = self.writer
         conn.executescript(EVENTS)
+        self._accept_memory_events(conn)
         layout = int(conn.execute("PRAGMA user_version").fetchone()[0])
         rebuild = False
         if layout < LAYOUT:
@@ -296,6 +324,45 @@ class SqliteBackend:
         else:
             conn.executescript(DERIVED + FILES + FTS)
         return rebuild
+
+    def _accept_memory_events(self, conn: sqlite3.Connection) -> None:
+        """Memory (SPEC §11): make ``events`` accept the memory kinds and create the derived
+        ``memory_entries`` table (``grounding_core.memory_store``), in one transaction.
+
+        An ``events`` table made before memory events has a CHECK that refuses them; SQLite
+        cannot change a CHECK in place, so the table is copied row for row and seq for seq
+        into one with the new CHECK (a crash leaves the old table whole) and the append-only
+        triggers are recreated. A ``memory_entries`` table made here is derived from the log.
+        """
+        from . import memory_store
+
+        table = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone()
+        has_table = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'memory_entries'").fetchone() is not None
+        kinds_ok = table is not None and "'remember'" in str(table[0])
+        if kinds_ok and has_table:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(events)")}
+            if not kinds_ok:
+                conn.execute(EVENTS_TABLE.replace("IF NOT EXISTS events", "events_memory", 1))
+                copied = ", ".join(c for c in ("seq", "kind", "doc_id", "version", "sha256", "path", "text",
+                                               "declared", "reason", "recorded_at", "data") if c in columns)
+                conn.execute(f"INSERT INTO events_memory ({copied}) SELECT {copied} FROM events ORDER BY seq")
+                conn.execute("DROP TRIGGER IF EXISTS events_no_update")
+                conn.execute("DROP TRIGGER IF EXISTS events_no_delete")
+                conn.execute("DROP TABLE events")
+                conn.execute("ALTER TABLE events_memory RENAME TO events")
+                for trigger in EVENTS_TRIGGERS:
+                    conn.execute(trigger)
+            if not has_table:
+                _statements(conn, memory_store.SCHEMA)
+                memory_store.rebuild(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
     def clear_derived(self, conn: sqlite3.Connection) -> None:
         """Drop and recreate the settings-dependent derived tables, empty (inside the caller's
@@ -363,6 +430,20 @@ class SqliteBackend:
         """Cache a measurement (inside the caller's transaction; a second one is ignored)."""
         conn.execute("INSERT INTO measurements (sha256, version, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                      (sha256, version, data))
+
+    def vocabulary_with_anchors(self, conn: sqlite3.Connection, anchors: Sequence[str],
+                                within: str | None = None) -> list[tuple[str, str, str]]:
+        """``(term, kind, name)`` of every question-grammar name (SPEC §13) anchored at one of
+        ``anchors`` (a text's distinct 1-, 2- and 3-grams), in one query (``json_each``);
+        with ``within`` (a short text), only terms it contains (``instr``).
+        """
+        if not anchors:
+            return []
+        tail, extra = ("", ()) if within is None else (" WHERE instr(?, w.term) > 0", (within,))
+        sql = ("SELECT w.term, w.kind, w.name FROM json_each(?) AS j"
+               " JOIN vocabulary AS w ON w.anchor = j.value" + tail)
+        grams = json.dumps(list(anchors), ensure_ascii=False)
+        return [(str(r[0]), str(r[1]), str(r[2])) for r in conn.execute(sql, (grams, *extra))]
 
     def write_fields(self, conn: sqlite3.Connection, fields: Iterable[tuple[int, str]]) -> None:
         """Record field names ``(fh, field)`` (duplicates ignored)."""

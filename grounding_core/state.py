@@ -10,14 +10,24 @@ Lines are 1-based; versions and sequence numbers are positive integers.
 from __future__ import annotations
 
 import datetime as dt
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from .events import Event
 from .evidence import EvidenceDocument, EvidenceError, FrontMatter, parse_evidence_text
-from .index import ConflictKey, IndexSnapshot, IndexStats, KeyedLine, ParseSettings, SearchHit
+from .index import (
+    ConflictKey,
+    IndexSnapshot,
+    IndexStats,
+    KeyedLine,
+    ParseSettings,
+    SearchHit,
+    VocabularyTerm,
+)
 from .index import VersionRecord as IndexRecord
+from .memory import EntriesMemory, MemoryEntry, MemoryEvent, MemorySource, apply_events
 from .text import normalize, normalize_value, split_lines
 
 
@@ -58,10 +68,13 @@ class IndexState:
         seq: int = 0,
         cache: ParseCache | None = None,
         base: tuple[IndexState, frozenset[str]] | None = None,
+        memory: dict[tuple[str, str, int], MemoryEntry] | None = None,
     ) -> None:
         self._versions: dict[str, dict[int, VersionRecord]] = versions or {}
         self.seq = seq
         self.cache = cache or ParseCache(ParseSettings())
+        self._memory = memory or {}
+        """Memory entries after the memory events so far (SPEC §11), by (scope, key, version)."""
         self._keyed: dict[dt.date, dict[tuple[str | None, str], list[KeyedLine]]] = {}
         self._terms: dict[dt.date, tuple[frozenset[str], int]] = {}
         # Incremental upkeep of the derived indexes below (speed only, same results): the
@@ -77,6 +90,7 @@ class IndexState:
                                                set[tuple[str | None, str]]]] = {}
         self._terms_base: dict[dt.date, tuple[_TermCounts, int, list[KeyedLine],
                                               list[KeyedLine]]] = {}
+        self._vocab: dict[dt.date, tuple[dict[str, tuple[VocabularyTerm, ...]], int]] = {}
 
     @property
     def settings(self) -> ParseSettings:
@@ -89,8 +103,15 @@ class IndexState:
         versions = dict(self._versions)
         copied: set[str] = set()
         seq = self.seq
+        memory: dict[tuple[str, str, int], MemoryEntry] | None = None
         for event in events:
             seq = max(seq, event.seq)
+            if event.kind not in ("import", "revoke"):  # a memory event (SPEC §11)
+                if memory is None:
+                    memory = dict(self._memory)
+                apply_events(memory, [MemoryEvent.from_row(event.seq, event.kind, event.version, event.data,
+                                                           event.recorded_at)])
+                continue
             if event.doc_id not in copied:
                 versions[event.doc_id] = dict(versions.get(event.doc_id, {}))
                 copied.add(event.doc_id)
@@ -110,7 +131,11 @@ class IndexState:
             elif old is not None:
                 doc[event.version] = replace(old, revoked=True, reason=event.reason, seq=event.seq)
         base = (self, frozenset(copied)) if self._by_doc else None
-        return IndexState(versions, seq, self.cache, base)
+        return IndexState(versions, seq, self.cache, base, self._memory if memory is None else memory)
+
+    def memory_view(self) -> MemorySource:
+        """Memory entries as of this state's :attr:`seq` (SPEC §11 ``replay(n)``)."""
+        return EntriesMemory(self._memory)
 
     # -- lookups ----------------------------------------------------------------------------
 
@@ -292,6 +317,30 @@ class IndexState:
             fields = {name: frozenset(subjects) for name, subjects in grouped.items()}
         self._fields[today] = fields
         return fields
+
+    def vocabulary(self, today: dt.date) -> tuple[dict[str, tuple[VocabularyTerm, ...]], int]:
+        """SPEC §13 vocabulary -> terms, and the longest term's length; built once per state
+        and date (question grammar hook). Field names: those of :meth:`keyed_lines` (active,
+        non-meta lines); subjects: those of active versions with at least one field line
+        (docs/decisions.md, §13). Names in NFKC.
+        """
+        cached = self._vocab.get(today)
+        if cached is not None:
+            return cached
+        spellings: dict[tuple[str, str], set[str]] = {}
+        for _subject, name in self.keyed_lines(today):
+            spellings.setdefault((unicodedata.normalize("NFKC", name), "field"), set()).add(name)
+        for record in self.active_records(today):
+            doc = self.document(record)
+            if doc.subject is not None and doc.field_lines:
+                spellings.setdefault((unicodedata.normalize("NFKC", doc.subject), "subject"), set()).add(doc.subject)
+        terms: dict[str, list[VocabularyTerm]] = {}
+        for (norm, kind), names in spellings.items():
+            if norm:
+                terms.setdefault(norm, []).append(VocabularyTerm(norm, kind, tuple(sorted(names))))
+        result = ({t: tuple(v) for t, v in terms.items()}, max((len(t) for t in terms), default=0))
+        self._vocab[today] = result
+        return result
 
     def known_terms(self, today: dt.date) -> tuple[frozenset[str], int]:
         """SPEC §7.6: normalised field names and values (≥ 2 code points) of active lines.
@@ -493,6 +542,27 @@ class MemorySnapshot(IndexSnapshot):
     def iter_active(self, today: dt.date) -> Iterator[IndexRecord]:
         for record in self._state.active_records(today):
             yield _index_record(self._state, record)
+
+    def vocabulary_in(self, text: str, today: dt.date) -> list[VocabularyTerm]:
+        # Reference implementation: every substring up to the longest term, looked up in a
+        # dict built once per state and date (corpus-sized, as this class is).
+        terms, longest = self._state.vocabulary(today)
+        found: dict[tuple[str, str], VocabularyTerm] = {}
+        size = len(text)
+        for i in range(size):
+            for j in range(i + 1, min(size, i + longest) + 1):
+                for term in terms.get(text[i:j], ()):
+                    found.setdefault((term.text, term.kind), term)
+        return list(found.values())
+
+    def memory_versions(self, scope: str, key: str) -> Mapping[int, MemoryEntry]:
+        return self._state.memory_view().memory_versions(scope, key)
+
+    def memory_scopes(self, prefix: str = "", limit: int | None = None) -> list[str]:
+        return self._state.memory_view().memory_scopes(prefix, limit)
+
+    def memory_keys(self, scope: str, prefix: str = "", limit: int | None = None) -> list[str]:
+        return self._state.memory_view().memory_keys(scope, prefix, limit)
 
     def search(self, query: str, limit: int = 20, any_term: bool = False) -> list[SearchHit]:
         if self._searcher is None:

@@ -14,6 +14,10 @@ are maintained in the same transaction as the events they derive from, and answe
   them and :meth:`Store.build_fts` drains the queue in small transactions (the server in the
   background, the CLI when a ``query`` context needs it). Until then
   :attr:`IndexSnapshot.search_complete` is False.
+- Memory entries (SPEC §11): :meth:`Store.remember`, :meth:`Store.approve` and
+  :meth:`Store.forget` append ``remember``/``approve``/``forget`` events to the same log and
+  update the derived ``memory_entries`` table in the same transaction
+  (``grounding_core.memory_store``); nothing else ever writes memory.
 
 Thread-safety: writes (scans, FTS batches) are serialised by one lock on the writer
 connection; snapshots read through per-thread connections and never wait for a writer.
@@ -32,6 +36,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from . import memory_store
 from . import scan as scanning
 from .config import Config
 from .derived import Deriver, event_of, fingerprint, iter_events, rebuild
@@ -48,6 +53,7 @@ from .images import (
     sidecar_text,
 )
 from .index import IndexSnapshot, ParseSettings, SearchHit, VersionRecord
+from .memory import MemoryEntry, MemoryEvent
 from .model import Finding, Location, Span
 from .scan import FileRow, Listing, StatKey, Unstable, finding_dict, finding_of
 from .sql_snapshot import DocumentCache, MeasurementCache, SqlSnapshot
@@ -118,6 +124,8 @@ class LogEntry:
     path: str
     reason: str
     recorded_at: str
+    data: str = ""
+    """The JSON fields of a memory event (SPEC §11), else empty."""
 
 
 class Store:
@@ -203,14 +211,14 @@ class Store:
 
         ``doc_id`` keeps only that document's events. Corpus-wide: for the CLI, not hot paths.
         """
-        sql = "SELECT seq, kind, doc_id, version, sha256, path, reason, recorded_at FROM events"
+        sql = "SELECT seq, kind, doc_id, version, sha256, path, reason, recorded_at, data FROM events"
         args: tuple[str, ...] = ()
         if doc_id is not None:
             sql += " WHERE doc_id = ?"
             args = (doc_id,)
         rows = self.backend.reader().execute(sql + " ORDER BY seq", args).fetchall()
         return [LogEntry(int(r[0]), str(r[1]), str(r[2]), int(r[3]), str(r[4]), str(r[5]), str(r[6]),
-                         str(r[7])) for r in rows]
+                         str(r[7]), str(r[8] or "")) for r in rows]
 
     def snapshot(self, at: int | None = None) -> SqlSnapshot:
         """A frozen :class:`~grounding_core.index.IndexSnapshot` of ``replay(at)`` (default:
@@ -267,6 +275,47 @@ class Store:
             out.append(Event(seq, e.kind, e.doc_id, e.version, e.sha256, e.path, e.text,
                              e.declared, e.reason))
         return out
+
+    # -- memory entries (SPEC §11) ---------------------------------------------------------------
+
+    def remember(self, scope: str, key: str, value: str, approved_by: str | None = None) -> MemoryEntry:
+        """Append a ``remember`` event: the next version of ``(scope, key)`` (SPEC §11).
+
+        Without ``approved_by`` the entry is a proposal. Raises
+        :class:`~grounding_core.memory.MemoryWriteError` for bad names or values, or when the
+        newest live version already holds this value.
+        """
+        return self._write_memory(lambda conn, now: memory_store.remember(conn, scope, key, value, approved_by, now))
+
+    def approve(self, scope: str, key: str, version: int, by: str) -> MemoryEntry:
+        """Append an ``approve`` event for one version (no new version). Raises
+        :class:`~grounding_core.memory.MemoryWriteError` when it cannot be approved.
+        """
+        return self._write_memory(lambda conn, now: memory_store.approve(conn, scope, key, version, by, now))
+
+    def forget(self, scope: str, key: str, reason: str = "") -> MemoryEntry:
+        """Append a ``forget`` event: every version of the key becomes inactive (SPEC §15).
+        Returns the newest version as forgotten. Raises
+        :class:`~grounding_core.memory.MemoryWriteError` when nothing is left to forget.
+        """
+        return self._write_memory(lambda conn, now: memory_store.forget(conn, scope, key, reason, now))
+
+    def _write_memory(self, build: Callable[[sqlite3.Connection, str], MemoryEvent]) -> MemoryEntry:
+        """Validate, append the event and update ``memory_entries`` in one write transaction
+        (a crash leaves both or neither); costs one key's rows, never the corpus.
+        """
+        now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        conn = self.backend.writer
+        with self._lock:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                event = memory_store.write_event(conn, build(conn, now))
+                versions = memory_store.versions(conn, event.seq, event.scope, event.key)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return versions[event.version or max(versions)]
 
     # -- scanning ------------------------------------------------------------------------------
 

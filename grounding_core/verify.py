@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import image_claims
+from . import memory as memory_claims
 from .config import Config
 from .conflicts import Conflict, GateResult, check_keys, source_id
 from .drafts import ContextSpec, ContextUnitSpec, ParsedDraft, parse_context_log
@@ -49,6 +50,8 @@ class Visibility:
     ranges: dict[tuple[str, int], list[tuple[int, int]]] = field(default_factory=dict)
     texts: dict[tuple[str, int], set[str]] = field(default_factory=dict)
     input_tokens: int | None = None
+    memory: list[memory_claims.MemoryUnitSpec] = field(default_factory=list)
+    """Memory units of X (SPEC §11): a scope, a key's active version, or one version."""
     complete: bool = True
     """False when a compiled context ranked an index whose full-text rows were still being
     built ("still indexing": a later check may see more)."""
@@ -88,6 +91,9 @@ class _ClaimResult:
     """The cited line's 1-based number (an image attribute's: ``images.attribute_line_number``)."""
     image: image_claims.RegionResult | None = None
     """Set for an image claim (SPEC §12)."""
+    memory: memory_claims.MemoryEntry | None = None
+    """The cited memory entry of a memory claim (SPEC §11); ``line_text`` stays None, so the
+    conflict gate and coverage, which read cited lines, never see it."""
 
     @property
     def identity(self) -> tuple[str, int, int] | None:
@@ -102,7 +108,7 @@ class _ClaimResult:
 
     @property
     def cited_id(self) -> str | None:
-        ref = self.claim.citation or self.claim.region
+        ref = self.claim.citation or self.claim.region or self.claim.memory
         return ref.id if ref is not None else None
 
 
@@ -171,7 +177,8 @@ def _check(draft: ParsedDraft, snapshot: IndexSnapshot, config: Config, today: d
            context: ResolvedContext, count_output: bool) -> DraftReport:
     findings: list[Finding] = [*draft.findings, *context.findings]
     visibility = context.visibility
-    results = [_check_image(c, snapshot, config, today, visibility, findings) if c.region is not None
+    results = [_check_memory(c, snapshot, visibility, findings) if c.memory is not None  # memory hook (SPEC §11)
+               else _check_image(c, snapshot, config, today, visibility, findings) if c.region is not None
                else _check_claim(c, snapshot, config, today, visibility, findings) for c in draft.claims]
     for r in results:
         if r.supported and r.field is not None and not r.meta and r.value is not None:
@@ -245,8 +252,10 @@ def _missing_field(name: str, span: Span, results: list[_ClaimResult], snapshot:
 
 def _wire_claim(r: _ClaimResult) -> dict[str, object]:
     """A valid claim in the eight-key shape of SPEC §5, keys in order (an image claim: the nine
-    of SPEC §15).
+    of SPEC §15; a memory claim: the seven of §11).
     """
+    if r.memory is not None:
+        return memory_claims.wire_claim(r.memory)
     if r.image is not None and r.claim.region is not None:
         return image_claims.wire_claim(r.image, r.claim.region)
     assert r.claim.citation is not None and r.record is not None and r.line_text is not None
@@ -324,7 +333,7 @@ def _resolve_context(
     if spec.error is not None:
         return invalid(spec.error)
     if spec.kind == "units":
-        vis = Visibility()
+        vis = Visibility(memory=list(spec.memory_units))
         for unit in spec.units:
             vis.add(unit)
         return vis
@@ -336,9 +345,10 @@ def _resolve_context(
                            " a UTF-8 file inside the workspace root (paths are relative to the root)")
         try:
             units = parse_context_log(text)
+            memory_units = memory_claims.log_units(text)
         except ValueError as exc:
             return invalid(f"context log {spec.log!r}: {exc}")
-        vis = Visibility()
+        vis = Visibility(memory=[*spec.memory_units, *memory_units])
         for unit in units:
             vis.add(unit)
         return vis
@@ -362,6 +372,16 @@ def _check_image(claim: Claim, state: IndexSnapshot, config: Config, today: dt.d
     return _ClaimResult(claim, record=found.record, line_text=found.line_text, field=found.field,
                         value=found.value, subject=found.subject, supported=found.supported,
                         valid=found.valid, line=found.line, image=found)
+
+
+def _check_memory(claim: Claim, source: memory_claims.MemorySource, visibility: Visibility | None,
+                  findings: list[Finding]) -> _ClaimResult:
+    """SPEC §11 P and V of a memory claim; its key counts as the claim's field (§15)."""
+    checked = memory_claims.check_memory_claim(
+        claim, source, visibility.memory if visibility is not None else None, findings)
+    entry = checked.entry
+    return _ClaimResult(claim, field=entry.key if entry else None, value=entry.value if entry else None,
+                        supported=checked.supported, valid=checked.valid, memory=entry)
 
 
 def _check_claim(

@@ -47,6 +47,7 @@ from server.features import (
     completion,
     diagnostics,
     hints,
+    memory,
     navigation,
     rename,
     status,
@@ -297,6 +298,18 @@ class PyglsClient:
     def log_message(self, kind: types.MessageType, message: str) -> None:
         self.server.window_log_message(types.LogMessageParams(kind, message))
 
+    async def show_message_request(self, kind: types.MessageType, message: str,
+                                   choices: Sequence[str]) -> str | None:
+        try:
+            answer = await self.server.window_show_message_request_async(types.ShowMessageRequestParams(
+                type=kind, message=message, actions=[types.MessageActionItem(title=c) for c in choices]))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a client that cannot ask: the caller treats it as "no"
+            logger.info("window/showMessageRequest failed: %s", exc)
+            return None
+        return answer.title if answer is not None else None
+
     async def configuration(self, section: str) -> Any:
         return await self.server.workspace_configuration_async(
             types.ConfigurationParams(items=[types.ConfigurationItem(section=section)]))
@@ -473,6 +486,19 @@ def _register(server: GroundingServer) -> None:  # noqa: C901  (one line per han
     @server.command("grounding.showContext")
     async def show_context(ls: GroundingServer, *args: Any) -> Any:
         return await ls.session.guard("grounding.showContext", commands.show_context, *args)
+
+    # memory entries (SPEC §11): each asks the writer to confirm before it writes
+    @server.command("grounding.rememberMemory")
+    async def remember_memory(ls: GroundingServer, *args: Any) -> Any:
+        return await ls.session.guard("grounding.rememberMemory", memory.remember, *args)
+
+    @server.command("grounding.approveMemory")
+    async def approve_memory(ls: GroundingServer, *args: Any) -> Any:
+        return await ls.session.guard("grounding.approveMemory", memory.approve, *args)
+
+    @server.command("grounding.forgetMemory")
+    async def forget_memory(ls: GroundingServer, *args: Any) -> Any:
+        return await ls.session.guard("grounding.forgetMemory", memory.forget, *args)
 
 
 _EMPTY_REPORT = types.RelatedFullDocumentDiagnosticReport(items=[])

@@ -14,9 +14,10 @@ languageId}`` or null
     A draft's status after each check (shape in ``server/features/status.py``).
 
 Commands (``workspace/executeCommand``) are listed in :data:`COMMANDS` and documented in
-``server/features/commands.py``. Each takes one object; clients may send it as
-``arguments: [{...}]`` (VS Code sends a list) or, for the commands that only need a document,
-as ``[uri]`` (the code lens does). Invalid arguments are a JSON-RPC ``InvalidParams`` error.
+``server/features/commands.py`` (the memory commands in ``server/features/memory.py``). Each
+takes one object; clients may send it as ``arguments: [{...}]`` (VS Code sends a list) or, for
+the commands that only need a document, as ``[uri]`` (the code lens does). Invalid arguments
+are a JSON-RPC ``InvalidParams`` error.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ COMMANDS = (
     "grounding.draftAnswer",
     "grounding.fixAll",
     "grounding.showContext",
+    "grounding.rememberMemory",
+    "grounding.approveMemory",
+    "grounding.forgetMemory",
     "grounding.showReferences",
 )
 

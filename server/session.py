@@ -97,6 +97,13 @@ class Client(Protocol):
 
     def log_message(self, kind: types.MessageType, message: str) -> None: ...
 
+    async def show_message_request(self, kind: types.MessageType, message: str,
+                                   choices: Sequence[str]) -> str | None:
+        """Ask the writer (``window/showMessageRequest``): the title of the choice taken, or
+        None when the question was dismissed or the client could not ask.
+        """
+        ...
+
     async def configuration(self, section: str) -> Any: ...
 
     async def register_capability(self, registration: types.Registration) -> None: ...

@@ -1,7 +1,7 @@
 """``grounding``: the command line (SPEC §9).
 
 Commands: ``check`` (the CI job), ``index``, ``conflicts``, ``context``, ``answer``, ``cite``,
-``schema``, ``mcp``, ``lsp``.
+``schema``, ``mcp``, ``memory`` (``grounding.cli.memory``), ``lsp``.
 Exit status: 0 no error-severity finding, 1 some, 2 usage or configuration error.
 Columns printed are 1-based code points, ``end_column`` exclusive.
 """
@@ -94,7 +94,8 @@ def _parser() -> argparse.ArgumentParser:
     answer = sub.add_parser("answer", help="draft an answer from visible evidence only")
     common(answer)
     answer.add_argument("--question", required=True)
-    answer.add_argument("--fields", nargs="+", required=True)
+    answer.add_argument("--fields", nargs="+", help="the fields to answer; without it the closed question"
+                        " grammar reads them from the question (SPEC §13)")
     answer.add_argument("--subject")
     answer.add_argument("--limit", type=int, default=1500)
     answer.add_argument("--reserve", type=int, default=240)
@@ -108,6 +109,10 @@ def _parser() -> argparse.ArgumentParser:
     log.set_defaults(run=cmd_log)
 
     _pipeline_commands(sub, common)
+
+    from . import memory as memory_cli  # memory hook (SPEC §11): grounding memory ...
+
+    memory_cli.add_parser(sub)
 
     lsp = sub.add_parser("lsp", help="run the language server on stdio")
     lsp.set_defaults(run=cmd_lsp)
@@ -455,10 +460,18 @@ def cmd_log(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps([{"seq": e.seq, "kind": e.kind, "doc_id": e.doc_id, "version": e.version,
                            "sha256": e.sha256, "path": ws.config.evidence_display(e.path) if e.path else "",
-                           "reason": e.reason, "recorded_at": e.recorded_at} for e in entries],
+                           "reason": e.reason, "recorded_at": e.recorded_at,
+                           **({"memory": json.loads(e.data)} if e.data else {})} for e in entries],
                          ensure_ascii=False, indent=1))
         return EXIT_OK
     for e in entries:
+        if e.data:  # memory hook (SPEC §11): memory:SCOPE/KEY and what the event did
+            from grounding_core.memory import MemoryEvent
+
+            event = MemoryEvent.from_row(e.seq, e.kind, e.version, e.data, e.recorded_at)
+            print(f"{e.seq:>6}  {e.recorded_at}  {e.kind:<6}  memory:{event.scope}/{event.key}"
+                  f"  {event.describe()}")
+            continue
         where = ws.config.evidence_display(e.path) if e.path else ""
         detail = f" sha256:{e.sha256[:12]} {where}" if e.kind == "import" else f" ({e.reason})"
         print(f"{e.seq:>6}  {e.recorded_at}  {e.kind:<6}  {e.doc_id}@{e.version}{detail}")

@@ -12,10 +12,13 @@ import json
 import sys
 from typing import Any
 
-from grounding_core.answer import generate_answer
 from grounding_core.budget import BudgetError, ContextUnit, input_tokens, render_prompt
 from grounding_core.context import compile_context
 from grounding_core.drafts import ContextSpec, draft_kind, parse_draft
+from grounding_core.memory import context_units as memory_context_units
+from grounding_core.memory import resolve_units
+from grounding_core.memory import source_of as memory_source_of
+from grounding_core.question import answer_question
 from grounding_core.workspace import Workspace
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
@@ -60,6 +63,8 @@ def cmd_context(args: argparse.Namespace, ws: Workspace) -> int:
         print(f"  kept     {unit['unit']:<40} {unit['tokens']:>6} tokens")
     for unit in summary.get("skipped", []):
         print(f"  skipped  {unit['unit']:<40} {unit['tokens']:>6} tokens (did not fit)")
+    for unit_id in summary.get("unresolved", []):
+        print(f"  nothing  {unit_id:<40}        (names no memory entry: nothing is visible)")
     limit = summary.get("limit")
     print(f"input (the rendered prompt: instruction, question, units, +BOS/EOS) {summary['input_tokens']} tokens"
           + (f" (limit {limit})" if limit else "")
@@ -69,7 +74,9 @@ def cmd_context(args: argparse.Namespace, ws: Workspace) -> int:
 
 
 def _declared_summary(ws: Workspace, spec: ContextSpec, question: str, state: Any) -> dict[str, Any]:
-    units: list[ContextUnit] = []
+    source = memory_source_of(state)  # memory hook (SPEC §11): memory units first, with tokens
+    units: list[ContextUnit] = list(memory_context_units(source, spec.memory_units))
+    unresolved = [u.id for u in spec.memory_units if not resolve_units(source, [u])]
     for u in spec.units:
         record = state.record(u.doc_id, u.version)
         if record is None:
@@ -87,15 +94,25 @@ def _declared_summary(ws: Workspace, spec: ContextSpec, question: str, state: An
         kept.append({"unit": unit.id, "tokens": cost})
     return {"kind": spec.kind, "encoding": ws.config.encoding, "limit": spec.limit, "reserve": spec.reserve,
             "input_tokens": input_tokens(render_prompt(question, units), ws.config.encoding),
-            "kept": kept, "skipped": []}
+            "kept": kept, "skipped": [], **({"unresolved": unresolved} if unresolved else {})}
 
 
 def cmd_answer(args: argparse.Namespace, ws: Workspace) -> int:
-    """Draft an answer from visible evidence only, as Markdown or the JSON wire."""
+    """Draft an answer from visible evidence only, as Markdown or the JSON wire (SPEC §13).
+
+    Without ``--fields`` the closed question grammar decides what the question asks. Exit 0
+    whenever an answer of any status was printed, 1 on ``BudgetError``, 2 on usage errors.
+    """
+    if not args.question.strip():
+        print("grounding: error: --question is empty", file=sys.stderr)
+        return EXIT_USAGE
+    if args.limit < 1 or args.reserve < 1:
+        print("grounding: error: --limit and --reserve must be positive numbers of tokens", file=sys.stderr)
+        return EXIT_USAGE
     state = ws.scan().snapshot
     ws.store.build_fts()
     try:
-        answer = generate_answer(state, ws.config, ws.today(), args.question, args.fields,
+        answer = answer_question(state, ws.config, ws.today(), args.question, args.fields,
                                  subject=args.subject, limit=args.limit, reserve=args.reserve)
     except BudgetError as exc:
         print(f"grounding: error GR113 output-over-budget: {exc}", file=sys.stderr)

@@ -13,10 +13,14 @@ Arguments: each command takes one object (``server/protocol.py``: ``[{...}]``, `
 ``grounding.insertCitation`` ``{uri, position}`` -> applies (``workspace/applyEdit``) the
                             best citation for the sentence at ``position`` (client
                             units); ``{applied, citation, label, message}``
-``grounding.draftAnswer``   ``{uri, question, fields, subject?, limit?, reserve?}`` ->
-                            generates an answer from visible lines only (SPEC §8);
-                            with ``uri: null`` returns ``{markdown, status, ...}``,
-                            else inserts it at the end of that document
+``grounding.draftAnswer``   ``{uri, question?, fields?, subject?, limit?, reserve?}`` ->
+                            generates an answer from visible lines only (SPEC §8, §13);
+                            question, fields and subject default to the open draft's
+                            front matter; without fields the closed question grammar
+                            decides (a rejected question inserts nothing and its
+                            ``unsupportedTerms`` are shown); with ``uri: null``
+                            returns ``{markdown, status, reason, ...}``, else inserts
+                            it at the end of that document
                             (``grounding_core.edits.append_answer``)
 ``grounding.fixAll``        ``{uri}`` -> applies every safe fix (``applied, fixes``)
 ``grounding.showContext``   ``{uri}`` | ``uri`` -> the draft's context: for a ``query``
@@ -166,6 +170,9 @@ async def insert_citation(session: Session, *args: Any) -> dict[str, Any]:
 async def draft_answer(session: Session, *args: Any) -> dict[str, Any]:
     obj = command_object(args)
     uri = uri_argument(obj, required=False)
+    if uri is not None:  # question hook (SPEC §13): the open draft's question, fields, subject
+        await _ready(session)
+        obj = {**_draft_request(await _result_of(session, uri)), **{k: v for k, v in obj.items() if v is not None}}
     question = obj.get("question")
     if not isinstance(question, str) or not question.strip():
         raise JsonRpcInvalidParams("'question' must be non-empty text")
@@ -196,7 +203,15 @@ async def draft_answer(session: Session, *args: Any) -> dict[str, Any]:
         "missingFields": list(answer.wire.missing_fields),
         "conflicts": list(answer.conflicts),
         "outputTokens": answer.wire.output_tokens,
+        "reason": answer.facts.get("reason"),
     }
+    rejected = _rejection(answer.facts)
+    if rejected is not None:  # the grammar refused the question: say why, insert nothing
+        out.update(applied=False, message=rejected, markdown=markdown,
+                   unsupportedTerms=answer.facts.get("unsupported_terms", []),
+                   subjects=answer.facts.get("subjects", []))
+        session.client.show_message(types.MessageType.Warning, rejected)
+        return out
     if uri is None:
         out.update(applied=False, markdown=markdown)
         return out
@@ -211,6 +226,34 @@ async def draft_answer(session: Session, *args: Any) -> dict[str, Any]:
         n = len(out["claims"])
         out["message"] = f"Inserted an answer (status: {out['status']}) with {n} claim{'' if n == 1 else 's'}."
     return out
+
+
+def _draft_request(result: DraftResult) -> dict[str, Any]:
+    """The question, fields and subject of a checked draft's front matter (those it has)."""
+    draft = result.draft
+    out: dict[str, Any] = {}
+    if draft.question:
+        out["question"] = draft.question
+    if draft.fields:
+        out["fields"] = [name for name, _ in draft.fields]
+    if draft.subject:
+        out["subject"] = draft.subject
+    return out
+
+
+def _rejection(facts: dict[str, Any]) -> str | None:
+    """The message for a question the closed grammar refused (SPEC §13), else None."""
+    reason = facts.get("reason")
+    if reason == "unsupported_terms":
+        terms = "、".join(facts.get("unsupported_terms", []))
+        return (f"Grounding: the question was not answered: {terms} names no known subject, field or"
+                " measured value (unsupported_terms).")
+    if reason == "ambiguous_subject":
+        names = "、".join(s if s is not None else "(no subject)" for s in facts.get("subjects", []))
+        return f"Grounding: the question concerns several subjects ({names}); ask about one (ambiguous_subject)."
+    if reason == "no_field":
+        return "Grounding: the question names no known field (no_field); add fields to the draft."
+    return None
 
 
 async def fix_all(session: Session, *args: Any) -> dict[str, Any]:

@@ -13,7 +13,8 @@
     and the file on disk still holds exactly that content; otherwise a read-only version
     document: the copy ``.grounding/versions/DOC_ID@VERSION.md`` or, for a client that set
     ``versionDocuments: "virtual"``, ``grounding-evidence:/DOC_ID@VERSION``
-    (``server/features/versions.py``).
+    (``server/features/versions.py``). On a memory citation (SPEC §11): hover and definition
+    of the entry, whose view is a version document of the same kind (``server/features/memory.py``).
 
 ``grounding/versionText`` ``{uri}``
     The indexed text of the version a ``grounding-evidence:`` URI names (shape in
@@ -57,7 +58,7 @@ from grounding_core.navigate import (
 )
 from server.convert import lsp_hover, lsp_line_location, lsp_range
 from server.documents import DocumentSnapshot
-from server.features import versions
+from server.features import memory, versions
 from server.protocol import markup_kind, param, parse_version_uri, version_uri
 from server.render.hover import ContextInputs, citation_hover, context_hover
 from server.render.image_hover import region_hover
@@ -121,6 +122,9 @@ def _hover(captured: _Draft, view: IndexView | None, position: types.Position,
     document = captured.document
     draft = _parsed(captured)
     line, col = document.codec.core_position(position, document.lines)
+    remembered = memory.hover_at(draft, document, view, line, col, kind)  # memory hook (SPEC §11)
+    if remembered is not None:
+        return remembered, draft
     target = target_at(draft, line, col)
     if target is None:
         return None, draft
@@ -170,6 +174,8 @@ def _definition(captured: _Draft, view: IndexView, position: types.Position,
 
 def _definition_of(draft: ParsedDraft, document: DocumentSnapshot, view: IndexView, line: int,
                    col: int, version_mode: str = versions.VIRTUAL) -> list[types.Location] | None:
+    if memory.on_memory_citation(draft, line, col):  # memory hook (SPEC §11): the entry's view
+        return memory.definition_at(draft, document, view, line, col, version_mode)
     target = target_at(draft, line, col)
     if isinstance(target, RegionTarget):  # image hook (SPEC §12): open the image itself
         image = locate_region(target.region, view.snapshot, view.config.evidence_root)
@@ -201,6 +207,9 @@ async def version_text(session: Session, params: Any) -> dict[str, Any] | None:
 
 
 def _version_text(view: IndexView, doc_id: str, version: int) -> dict[str, Any] | None:
+    remembered = memory.version_text(view, doc_id, version)  # memory hook (SPEC §11)
+    if remembered is not None:
+        return remembered or None
     record = view.snapshot.record(doc_id, version)
     if record is None:
         return None

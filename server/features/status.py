@@ -6,15 +6,16 @@ notification ``grounding/status`` with::
     {"uri": str, "status": "answered" | "partial" | "abstain" | "conflict",
      "claims": int, "validClaims": int, "conflicts": int,   # field-conflict findings
      "outputTokens": int | null, "reserve": int | null,     # SPEC §8 answer wire, reserve
-     "errors": int, "warnings": int}
+     "errors": int, "warnings": int,
+     "memoryClaims": int, "validMemoryClaims": int}          # SPEC §11 memory claims
 
 (the VS Code client's status bar reads it; a closed draft sends nothing). An opened document
 that is not a draft gets ``{"uri": str, "status": null}`` once, so that a client showing a
 "checking" state until the first status knows there is nothing to wait for. ``textDocument/
 codeLens`` puts one lens on line 0 of each draft, titled like
 ``answered · 2/2 claims valid · 0 conflicts · 218/240 output tokens`` (``218 output tokens``
-when the draft declares no reserve), whose command ``grounding.showContext [uri]`` returns the
-compiled context summary.
+when the draft declares no reserve; `` · N memory claims`` when it cites memory), whose
+command ``grounding.showContext [uri]`` returns the compiled context summary.
 
 The lens and the squiggles come from **one result**: the result whose diagnostics the client
 was last given (pushed, or answered to a pull) is the draft's *shown* result
@@ -38,7 +39,7 @@ from typing import Any
 from lsprotocol import types
 
 from grounding_core.model import DraftReport, Severity
-from server.features import references
+from server.features import memory, references
 from server.session import DraftResult, Session
 
 __all__ = ["SHOW_CONTEXT", "STATUS_NOTIFICATION", "closed", "code_lens", "lens_title", "on_result", "opened",
@@ -65,6 +66,7 @@ def status_params(uri: str, report: DraftReport) -> dict[str, Any]:
         "reserve": report.output_reserve,
         "errors": severities.count(Severity.ERROR),
         "warnings": severities.count(Severity.WARNING),
+        **memory.status_fields(report),  # memory hook (SPEC §11)
     }
 
 
@@ -76,7 +78,7 @@ def lens_title(report: DraftReport) -> str:
     if p["outputTokens"] is not None:
         budget = f"/{p['reserve']}" if p["reserve"] is not None else ""
         parts.append(f"{p['outputTokens']}{budget} output tokens")
-    return " · ".join(parts)
+    return " · ".join(parts) + memory.lens_suffix(report)
 
 
 _SHOWN = "status:shown"

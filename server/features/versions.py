@@ -40,7 +40,7 @@ from server.protocol import version_uri
 from server.session import IndexView, Session
 
 __all__ = ["FILE", "VERSIONS_DIR", "VIRTUAL", "file_name", "mode", "parse_version_file", "version_document",
-           "version_of_file", "write_version_file"]
+           "version_of_file", "write_copy", "write_version_file"]
 
 logger = logging.getLogger(__name__)
 
@@ -94,11 +94,20 @@ def write_version_file(root: Path, view: IndexView, record: VersionRecord) -> Pa
     """Write (when missing or different) the read-only copy of ``record`` under ``root`` and
     return its path. Worker thread; raises ``OSError`` when the folder cannot be written.
     """
+    return write_copy(root, file_name(record.doc_id, record.version, record.path),
+                      version_text_of(view.snapshot.document(record)))
+
+
+def write_copy(root: Path, name: str, text: str) -> Path:
+    """Write ``text`` (UTF-8) as the read-only copy ``name`` (a :func:`file_name`) under
+    ``root``'s :data:`VERSIONS_DIR`, when missing or different (atomically, mode ``0o444``);
+    also the view of a memory key (``server/features/memory.py``). Raises ``OSError``.
+    """
     folder = root / VERSIONS_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    target = folder / file_name(record.doc_id, record.version, record.path)
+    target = folder / name
     target.parent.mkdir(parents=True, exist_ok=True)
-    data = version_text_of(view.snapshot.document(record)).encode("utf-8")
+    data = text.encode("utf-8")
     try:
         if target.read_bytes() == data:
             return target

@@ -112,6 +112,23 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "coverage": 1.0,
         "same_key_sources_checked": 3,
     },
+    "answers/customer-lihua.md": {
+        "status": "answered",
+        "errors": set(),
+        "has": set(),
+        "lacks": {"field-conflict", "missing-field", "uncited-claim", "claim-value-mismatch"},
+        "missing_fields": [],
+        "coverage": 0.0,
+        "same_key_sources_checked": 1,
+        "no_diagnostics": True,
+    },
+    "answers/ticket-material.md": {
+        "status": "abstain",
+        "errors": set(),
+        "has": {"context-undeclared"},
+        "lacks": {"uncited-claim", "missing-field"},
+        "missing_fields": [],
+    },
     "answers/refund.answer.json": {
         "status": "answered",
         "errors": set(),
@@ -127,6 +144,9 @@ INTENDED_QUOTE_MISMATCHES = {("answers/gym-hours.md", "2")}
 # (draft, label) of image citations that deliberately quote an attribute that is not measured.
 INTENDED_UNSUPPORTED = {("answers/panel-lights.md", "4")}
 
+_MEMORY_DEFINITION = re.compile(
+    r'^\[\^([^\]]+)\]: memory:([^/\s]+)/([^@\s]+)@([1-9][0-9]*) sha256:([0-9a-f]{8,64}) "(.*)" *$'
+)
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _DEFINITION = re.compile(
     r'^\[\^([^\]]+)\]: (\S+)@([1-9][0-9]*):([1-9][0-9]*) sha256:([0-9a-f]{8,64}) "(.*)" *$'
@@ -205,14 +225,29 @@ def _citations() -> list[tuple[str, str, str, int, int, str, str]]:
                 label, doc_id, version, number, hex_, quote = match.groups()
                 found.append((draft, label, doc_id, int(version), int(number), hex_, quote))
             elif not _IMAGE_DEFINITION.match(line):
-                assert not line.startswith("[^"), f"{draft}: malformed definition {line!r}"
+                assert not line.startswith("[^") or _MEMORY_DEFINITION.match(line), (
+                    f"{draft}: malformed definition {line!r}")
+    return found
+
+
+def _memory_citations() -> list[tuple[str, str, str, str, int, str, str]]:
+    """(draft, label, scope, key, version, hex, quote) for every memory citation (SPEC §11)."""
+    found = []
+    for draft in EXPECTED:
+        if draft.endswith(".json"):
+            continue
+        for line in _split_lines((EXAMPLES / draft).read_text(encoding="utf-8")):
+            match = _MEMORY_DEFINITION.match(line)
+            if match:
+                label, scope, key, version, hex_, quote = match.groups()
+                found.append((draft, label, scope, key, int(version), hex_, quote))
     return found
 
 
 def test_example_citations_are_exact_except_the_intended_half_line() -> None:
     versions = _evidence_versions()
     citations = _citations()
-    assert len(citations) == 17
+    assert len(citations) == 17  # evidence citations; memory ones are checked below
     mismatched = set()
     for draft, label, doc_id, version, number, hex_, quote in citations:
         assert (doc_id, version) in versions, f"{draft} [^{label}]: no {doc_id}@{version}"
@@ -253,6 +288,35 @@ def test_example_image_citations_state_what_the_image_measures() -> None:
     assert found == 4 and unsupported == INTENDED_UNSUPPORTED
 
 
+def _setup_memory_entries() -> dict[tuple[str, str], list[str]]:
+    """(scope, key) -> the values ``examples/setup-memory`` remembers, in order (version 1, 2...)."""
+    import shlex
+
+    script = (EXAMPLES / "setup-memory").read_text(encoding="utf-8")
+    scope = re.search(r'^scope="([^"]+)"$', script, re.M)
+    assert scope is not None
+    out: dict[tuple[str, str], list[str]] = {}
+    for line in script.splitlines():
+        if " memory add " not in line or line.lstrip().startswith("#"):
+            continue
+        args = shlex.split(line.replace('"$scope"', scope[1]))
+        options = {args[i]: args[i + 1] for i in range(len(args) - 1) if args[i].startswith("--")}
+        out.setdefault((options["--scope"], options["--key"]), []).append(options["--value"])
+    return out
+
+
+def test_example_memory_citations_match_the_setup_script() -> None:
+    entries = _setup_memory_entries()
+    assert entries[("客户-李华", "语言")] == ["中文"]
+    citations = _memory_citations()
+    assert len(citations) == 2
+    for draft, label, scope, key, version, hex_, quote in citations:
+        values = entries.get((scope, key), [])
+        assert 1 <= version <= len(values), f"{draft} [^{label}]: setup-memory has no {scope}/{key}@{version}"
+        assert quote == f"{key}：{values[version - 1]}", f"{draft} [^{label}]"
+        assert hashlib.sha256(quote.encode("utf-8")).hexdigest().startswith(hex_), f"{draft} [^{label}]"
+
+
 def test_example_evidence_has_the_promised_encodings() -> None:
     evidence = EXAMPLES / "evidence"
     assert (evidence / "events/book-fair.md").read_bytes().startswith(b"\xef\xbb\xbf---\n")
@@ -287,6 +351,12 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         os.environ,
         PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     )
+    # the memory scope is written by the documented setup step, as scripts/demo does (SPEC §11)
+    setup = subprocess.run(
+        ["bash", str(root / "setup-memory"), str(root)], capture_output=True, text=True,
+        encoding="utf-8", env={**env, "GROUNDING": " ".join(cli)}, timeout=300,
+    )
+    assert setup.returncode == 0, setup.stderr
     proc = subprocess.run(
         [*cli, "check", "--root", str(root), "--format", "json"],
         capture_output=True,

@@ -23,6 +23,7 @@ import datetime as dt
 import os
 import shutil
 import tempfile
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from grounding_core.config import load_config
 from grounding_core.derived import rebuild
 from grounding_core.drafts import parse_draft
 from grounding_core.index import IndexSnapshot, VersionRecord
+from grounding_core.memory import MemoryWriteError
 from grounding_core.model import DraftReport
 from grounding_core.sql_snapshot import SqlSnapshot
 from grounding_core.state import IndexState, MemorySnapshot, ParseCache
@@ -90,9 +92,25 @@ def documents(draw: st.DrawFn) -> str:
 
 operations = st.lists(st.one_of(
     st.tuples(st.just("write"), st.sampled_from(PATHS), documents()),
+    st.tuples(st.just("remember"), st.sampled_from(["语言", "称呼🎉"]), st.sampled_from(["中文", "英文", ""])),
     st.tuples(st.just("delete"), st.sampled_from(PATHS), st.just("")),
     st.tuples(st.just("touch"), st.sampled_from(PATHS), st.just("")),
 ), min_size=1, max_size=9)
+
+
+def _remember(store: Store, key: str, value: str) -> None:
+    try:
+        if value:
+            store.remember("客户-𠮷", key, value, approved_by="王芳" if value != "英文" else None)
+        else:
+            store.forget("客户-𠮷", key, "撤回")
+    except MemoryWriteError:
+        pass
+
+
+QUESTIONS = [unicodedata.normalize("NFKC", q) for q in (
+    "A的时间是几点？", "活动时间 地点", "B", "主题", "来源", "Ａ的Ｆｅｅ", "ab", "时间", "什么", "")]
+"""Question texts for ``vocabulary_in`` (SPEC §13): subjects, fields, a meta field, NFKC forms."""
 
 
 def _apply(root: Path, op: tuple[str, str, str]) -> None:
@@ -178,6 +196,9 @@ def _compare(ours: IndexSnapshot, oracle: IndexSnapshot, store: Store, drafts: l
     for path in PATHS:
         assert _record(ours.record_for_path(path)) == _record(oracle.record_for_path(path))
     keys = {(s, f) for s in SUBJECTS for f in FIELDS}
+    assert ours.memory_keys("客户-𠮷") == oracle.memory_keys("客户-𠮷")
+    for key in ("语言", "称呼🎉"):
+        assert dict(ours.memory_versions("客户-𠮷", key)) == dict(oracle.memory_versions("客户-𠮷", key)), key
     for today in DATES:
         assert [_record(r) for r in ours.iter_active(today)] == [_record(r) for r in oracle.iter_active(today)]
         assert ours.stats(today) == oracle.stats(today)
@@ -189,6 +210,9 @@ def _compare(ours: IndexSnapshot, oracle: IndexSnapshot, store: Store, drafts: l
         for name in FIELDS:
             assert ours.subjects_with_field(name, today) == oracle.subjects_with_field(name, today)
             assert ours.has_field(name, today) == oracle.has_field(name, today)
+        for question in QUESTIONS:
+            assert sorted(ours.vocabulary_in(question, today), key=lambda t: (t.text, t.kind)) == \
+                sorted(oracle.vocabulary_in(question, today), key=lambda t: (t.text, t.kind)), question
         for sentence in _sentences():
             assert ours.known_term_in(sentence, today) == oracle.known_term_in(sentence, today), sentence
             assert ours.lines_with_value_in(sentence, today) == oracle.lines_with_value_in(sentence, today)
@@ -234,6 +258,10 @@ def test_every_replay_n_answers_like_a_rebuild_and_the_in_memory_oracle(
             paths_store.scan(config)
             full_store.scan(config)
             for op in ops:
+                if op[0] == "remember":  # memory events between scans (SPEC §11): "" forgets
+                    for each in (paths_store, full_store):
+                        _remember(each, op[1], op[2])
+                    continue
                 _apply(root, op)
                 a = paths_store.scan(config, paths=[op[1]])
                 b = full_store.scan(config)

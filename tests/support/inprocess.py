@@ -41,6 +41,8 @@ class RecordingPort:
     def __init__(self, recorder: Recorder, settings: dict[str, Any] | None = None) -> None:
         self.recorder = recorder
         self.settings = settings
+        self.choice: str | None = None
+        """What :meth:`show_message_request` answers (a test sets it)."""
         self._converter = default_converter()
 
     def publish_diagnostics(self, uri: str, version: int | None, diagnostics: Sequence[types.Diagnostic]) -> None:
@@ -62,6 +64,13 @@ class RecordingPort:
 
     def log_message(self, kind: types.MessageType, message: str) -> None:
         self.recorder.record(types.WINDOW_LOG_MESSAGE, types.LogMessageParams(kind, message))
+
+    async def show_message_request(self, kind: types.MessageType, message: str,
+                                   choices: Sequence[str]) -> str | None:
+        """Records the question and answers :attr:`choice` (None: the writer dismissed it)."""
+        self.recorder.record(types.WINDOW_SHOW_MESSAGE_REQUEST, types.ShowMessageRequestParams(
+            type=kind, message=message, actions=[types.MessageActionItem(title=c) for c in choices]))
+        return self.choice
 
     async def configuration(self, section: str) -> Any:
         return [self.settings]

@@ -11,6 +11,9 @@ export const SERVER_COMMANDS = [
   'grounding.draftAnswer',
   'grounding.fixAll',
   'grounding.showContext',
+  'grounding.rememberMemory',
+  'grounding.approveMemory',
+  'grounding.forgetMemory',
   'grounding.showReferences',
 ] as const;
 
@@ -118,7 +121,10 @@ async function handleResult(executed: Executed | undefined): Promise<void> {
  * opened. Without one, `markdown` opens as one new untitled Markdown document. The notification
  * names the status as a value ("status: abstain"), the claim count and any missing fields.
  */
-async function handleDraftAnswer(executed: Executed | undefined, wire: unknown[]): Promise<void> {
+/** Reasons for which the server answers a question with no answer to insert (SPEC §13). */
+const REFUSED_QUESTIONS = new Set(['unsupported_terms', 'ambiguous_subject', 'no_field']);
+
+async function handleDraftAnswer(host: CommandHost, executed: Executed | undefined, wire: unknown[]): Promise<void> {
   if (executed === undefined || !isObject(executed.result)) {
     await handleResult(executed);
     return;
@@ -132,6 +138,12 @@ async function handleDraftAnswer(executed: Executed | undefined, wire: unknown[]
   }
   if (typeof result.status !== 'string') {
     await handleResult(executed); // no answer (e.g. the budget leaves no room): the server says why
+    return;
+  }
+  if (typeof result.reason === 'string' && REFUSED_QUESTIONS.has(result.reason) && result.applied !== true) {
+    // the closed question grammar refused the question (SPEC §13): nothing was inserted, and
+    // the server's own window/showMessage names the unsupported terms or subjects
+    host.log(`grounding.draftAnswer: ${result.reason} ${JSON.stringify(result.unsupportedTerms ?? result.subjects)}`);
     return;
   }
   let where: string;
@@ -341,6 +353,31 @@ function uriWire(host: CommandHost, args: unknown[], title: string): unknown[] |
   return [{ uri: uriOf(target) }];
 }
 
+interface Question {
+  prompt: string;
+  placeHolder: string;
+  required?: boolean;
+}
+
+/** Asks each question in turn; undefined when the user escapes one (nothing is sent). */
+async function askAll(questions: Question[], what: string): Promise<string[] | undefined> {
+  const answers: string[] = [];
+  for (const [i, q] of questions.entries()) {
+    const answer = await vscode.window.showInputBox({
+      title: `Grounding: ${what} (${i + 1}/${questions.length})`,
+      prompt: q.prompt,
+      placeHolder: q.placeHolder,
+      ignoreFocusOut: true,
+      validateInput: (v) => (q.required === true && v.trim() === '' ? 'This cannot be empty' : undefined),
+    });
+    if (answer === undefined) {
+      return undefined;
+    }
+    answers.push(answer.trim());
+  }
+  return answers;
+}
+
 export function registerCommands(host: CommandHost): vscode.Disposable[] {
   const reg = vscode.commands.registerCommand;
   return [
@@ -393,12 +430,21 @@ export function registerCommands(host: CommandHost): vscode.Disposable[] {
         const target = targetDocument(host, args[0]);
         const question = await vscode.window.showInputBox({
           title: 'Grounding: draft an answer (1/2)',
-          prompt: 'The question to answer',
+          prompt:
+            target === undefined
+              ? 'The question to answer'
+              : "The question to answer (leave empty to use the draft's question, fields and subject)",
           placeHolder: '活动什么时候开始？',
           ignoreFocusOut: true,
-          validateInput: (v) => (v.trim() === '' ? 'Enter a question' : undefined),
+          validateInput: (v) => (v.trim() === '' && target === undefined ? 'Enter a question' : undefined),
         });
         if (question === undefined) {
+          return;
+        }
+        if (question.trim() === '' && target !== undefined) {
+          // the server reads the draft's front matter; without fields the question grammar decides
+          const draftWire = [{ uri: uriOf(target) }];
+          await handleDraftAnswer(host, await execute(host, 'grounding.draftAnswer', draftWire), draftWire);
           return;
         }
         const fieldText = await vscode.window.showInputBox({
@@ -414,7 +460,7 @@ export function registerCommands(host: CommandHost): vscode.Disposable[] {
           { uri: target === undefined ? null : uriOf(target), question: question.trim(), fields: splitFields(fieldText) },
         ];
       }
-      await handleDraftAnswer(await execute(host, 'grounding.draftAnswer', wire), wire);
+      await handleDraftAnswer(host, await execute(host, 'grounding.draftAnswer', wire), wire);
     }),
 
     reg('grounding.fixAll', async (...args: unknown[]) => {
@@ -423,6 +469,54 @@ export function registerCommands(host: CommandHost): vscode.Disposable[] {
         return;
       }
       await handleResult(await execute(host, 'grounding.fixAll', wire));
+    }),
+
+    reg('grounding.rememberMemory', async (...args: unknown[]) => {
+      if (hasWireArgs(args)) {
+        await handleResult(await execute(host, 'grounding.rememberMemory', args));
+        return;
+      }
+      const answers = await askAll([
+        { prompt: 'Memory scope (who or what it is about)', placeHolder: '客户-李华', required: true },
+        { prompt: 'Key', placeHolder: '语言', required: true },
+        { prompt: 'Value', placeHolder: '中文', required: true },
+        { prompt: 'Approved by (leave empty for a proposal that needs approval)', placeHolder: '客服-王芳' },
+      ], 'remember a memory entry');
+      if (answers === undefined) {
+        return;
+      }
+      const [scope, key, value, approvedBy] = answers;
+      const wire = { scope, key, value, ...(approvedBy === '' ? {} : { approvedBy }) };
+      // the server asks for confirmation before it writes
+      await handleResult(await execute(host, 'grounding.rememberMemory', [wire]));
+    }),
+
+    reg('grounding.approveMemory', async (...args: unknown[]) => {
+      if (hasWireArgs(args)) {
+        await handleResult(await execute(host, 'grounding.approveMemory', args));
+        return;
+      }
+      const answers = await askAll([
+        { prompt: 'The entry to approve', placeHolder: 'memory:客户-李华/称呼@1', required: true },
+        { prompt: 'Approved by', placeHolder: '客服-王芳', required: true },
+      ], 'approve a memory entry');
+      if (answers !== undefined) {
+        await handleResult(await execute(host, 'grounding.approveMemory', [{ id: answers[0], by: answers[1] }]));
+      }
+    }),
+
+    reg('grounding.forgetMemory', async (...args: unknown[]) => {
+      if (hasWireArgs(args)) {
+        await handleResult(await execute(host, 'grounding.forgetMemory', args));
+        return;
+      }
+      const answers = await askAll([
+        { prompt: 'The key to forget (every version)', placeHolder: 'memory:客户-李华/称呼', required: true },
+        { prompt: 'Reason (kept in the log; may be empty)', placeHolder: '客户要求' },
+      ], 'forget a memory key');
+      if (answers !== undefined) {
+        await handleResult(await execute(host, 'grounding.forgetMemory', [{ id: answers[0], reason: answers[1] }]));
+      }
     }),
 
     // The reference lens on an evidence line ("cited by 3 drafts, 1 stale"): the server

@@ -11,6 +11,9 @@ export interface DraftStatus {
   reserve: number | null;
   errors: number;
   warnings: number;
+  /** Memory claims (SPEC §11) among `claims`, and how many of them are valid. */
+  memoryClaims: number;
+  validMemoryClaims: number;
 }
 
 /** `grounding/status` with `status: null`: the document is open but is not a draft. */
@@ -56,6 +59,8 @@ export function parseStatus(raw: unknown): DraftStatus | NotADraft | undefined {
     reserve: opt('reserve'),
     errors: num('errors'),
     warnings: num('warnings'),
+    memoryClaims: num('memoryClaims'),
+    validMemoryClaims: num('validMemoryClaims'),
   };
 }
 
@@ -158,6 +163,9 @@ export class StatusBar implements vscode.Disposable {
     const icon = ICONS[status.status] ?? '$(question)';
     const parts = [`${icon} ${status.status}`, `${status.validClaims}/${status.claims} claims`];
     parts.push(`${status.conflicts} conflict${status.conflicts === 1 ? '' : 's'}`);
+    if (status.memoryClaims > 0) {
+      parts.push(`${status.validMemoryClaims}/${status.memoryClaims} memory`);
+    }
     if (status.outputTokens !== null) {
       parts.push(status.reserve !== null ? `${status.outputTokens}/${status.reserve} tok` : `${status.outputTokens} tok`);
     }
@@ -172,6 +180,9 @@ export class StatusBar implements vscode.Disposable {
     tooltip.appendMarkdown(`**Grounding** — status \`${status.status}\`\n\n`);
     tooltip.appendMarkdown(`- valid claims: ${status.validClaims} of ${status.claims}\n`);
     tooltip.appendMarkdown(`- conflicts: ${status.conflicts}\n`);
+    if (status.memoryClaims > 0) {
+      tooltip.appendMarkdown(`- memory claims: ${status.validMemoryClaims} valid of ${status.memoryClaims}\n`);
+    }
     const tokens = status.outputTokens === null ? 'n/a' : String(status.outputTokens);
     const reserve = status.reserve === null ? 'none declared' : String(status.reserve);
     tooltip.appendMarkdown(`- output tokens: ${tokens} (reserve: ${reserve})\n`);
