@@ -162,13 +162,13 @@ class Deriver:
         if not active:
             return
         self.activity_changed.add(s)
-        if isinstance(doc, ImageDocument):
-            self._image_lines(doc, s)
-            return
         sh = self._hash(doc.subject or "")
         if doc.subject and doc.field_lines:  # question hook (SPEC §13): a known subject
             self._subjects.append((sh, s))
             self._names.add(("s", doc.subject))
+        if isinstance(doc, ImageDocument):
+            self._image_lines(doc, s)
+            return
         buffer, terms, hashed = self._lines, self._terms, self._hash
         for number, fl in doc.field_lines.items():
             name = fl.field
@@ -205,6 +205,7 @@ class Deriver:
             if fl.field not in self._image_fields:  # (the field name is no known term either)
                 self._image_fields.add(fl.field)
                 self._fields.append((self._hash(fl.field), fl.field))
+                self._names.add(("f", fl.field))  # question hook (SPEC §13): a known field name
         if len(self._lines) >= BATCH_LINES:
             self.flush()
 

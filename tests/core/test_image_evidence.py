@@ -19,9 +19,11 @@ import pytest
 from PIL import Image, ImageDraw
 from support import MakeWorkspace, check, names, only, sha256
 
-from grounding_core.image_questions import answer_measured, measured_terms_in
+from grounding_core.image_questions import MeasuredVocabulary, answer_measured, measured_terms_in
 from grounding_core.images import measure
+from grounding_core.index import VocabularyTerm
 from grounding_core.model import IMAGE_CLAIM_KEYS, Status
+from grounding_core.question import answer_question, default_vocabulary, parse_question
 from grounding_core.workspace import Workspace
 from tests.support.workspace import write
 
@@ -349,21 +351,59 @@ def test_grounding_cite_gives_region_citations_of_an_image(make_workspace: MakeW
     assert report.status is Status.ANSWERED and names(report) == []
 
 
-def test_the_measured_vocabulary_plugs_into_the_closed_grammar() -> None:
-    """SPEC §13: with the grammar of ``grounding_core.question`` (the memory branch; skipped
-    until it is merged), "红色 小 圆形" reads as three measured values and "… 材质" is refused
-    for 材质.
+def test_the_measured_vocabulary_plugs_into_the_closed_grammar(make_workspace: MakeWorkspace, png: bytes) -> None:
+    """SPEC §13: the grammar's default vocabulary (the snapshot's names plus the measured values)
+    reads "红色 小 圆形" as three measured values and refuses "… 材质" for 材质.
     """
-    from grounding_core.image_questions import MeasuredVocabulary
-
     vocabulary = MeasuredVocabulary("zh")
-    assert [(t.text, t.kind) for t in vocabulary.terms_in("红色 小 圆形", dt.date(2026, 5, 1))] == [
-        ("红色", "measured"), ("圆形", "measured"), ("小", "measured")]
-    question = pytest.importorskip("grounding_core.question")
-    ok = question.parse_question("红色 小 圆形", vocabulary, dt.date(2026, 5, 1))
-    assert ok.supported and set(ok.measured) == {"红色", "小", "圆形"}
-    refused = question.parse_question("红色 小 圆形 材质", vocabulary, dt.date(2026, 5, 1))
-    assert refused.unsupported == ("材质",)
+    assert vocabulary.terms_in("红色 小 圆形", dt.date(2026, 5, 1)) == [
+        VocabularyTerm("红色", "measured", ("红色",)), VocabularyTerm("圆形", "measured", ("圆形",)),
+        VocabularyTerm("小", "measured", ("小",))]
+    ws = make_workspace({"evidence/面板.png": png, "evidence/面板.png.yaml": SIDECAR})
+    combined = default_vocabulary(ws.store.snapshot(), ws.config)
+    ok = parse_question("红色 小 圆形", combined, ws.today())
+    assert ok.supported and ok.measured == ("红色", "小", "圆形") and ok.fields == ()
+    refused = parse_question("红色 小 圆形 材质", combined, ws.today())
+    assert refused.unsupported == ("材质",) and refused.measured == ("红色", "小", "圆形")
+    # a field the image has (颜色) is a snapshot field name, a colour is a measured value
+    both = parse_question("红色的 颜色", combined, ws.today())
+    assert both.supported and both.measured == ("红色",) and both.fields == ("颜色",)
+
+
+def test_grounding_answer_question_answers_measured_values_with_the_region_cited(
+        make_workspace: MakeWorkspace, tmp_path: Path, png: bytes, capsys: pytest.CaptureFixture[str]) -> None:
+    """SPEC §12, §13 through ``question.answer_question`` and ``grounding answer --question``:
+    "红色 小 圆形" is answered from r1 (its three attributes, r1 cited), "红色 小 圆形 材质"
+    abstains with ``unsupported_terms: ["材质"]`` and no claims.
+    """
+    from grounding import cli
+
+    ws = make_workspace({"evidence/面板.png": png, "evidence/面板.png.yaml": SIDECAR})
+    snapshot = ws.store.snapshot()
+    answer = answer_question(snapshot, ws.config, ws.today(), "红色 小 圆形", reserve=400)
+    assert answer.facts["reason"] == "answered" and answer.wire.status is Status.ANSWERED
+    assert [c["quote"] for c in answer.wire.claims] == ["颜色：红色", "大小：小", "形状：圆形"]
+    assert {c["id"] for c in answer.wire.claims} == {"面板@1#r1"}
+    assert check(ws, "answers/generated.md", answer.markdown()).status is Status.ANSWERED
+    rejected = answer_question(snapshot, ws.config, ws.today(), "红色 小 圆形 材质", reserve=400)
+    assert rejected.facts["reason"] == "unsupported_terms" and rejected.facts["unsupported_terms"] == ["材质"]
+    assert rejected.wire.status is Status.ABSTAIN and not rejected.wire.claims
+    ws.store.close()
+
+    code = cli.main(["answer", "--root", str(tmp_path), "--question", "红色 小 圆形", "--reserve", "400",
+                     "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["status"] == "answered" and out["reason"] == "answered"
+    assert [(c["id"], c["region"], c["quote"], c["support_type"]) for c in out["claims"]] == [
+        ("面板@1#r1", "r1", "颜色：红色", "measured"), ("面板@1#r1", "r1", "大小：小", "measured"),
+        ("面板@1#r1", "r1", "形状：圆形", "measured")]
+    assert all(tuple(c) == IMAGE_CLAIM_KEYS for c in out["claims"])
+    code = cli.main(["answer", "--root", str(tmp_path), "--question", "红色 小 圆形 材质", "--format", "json"])
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert code == 0 and out["status"] == "abstain" and out["claims"] == []
+    assert out["reason"] == "unsupported_terms" and out["unsupported_terms"] == ["材质"]
+    assert "'材质'" in captured.err
 
 
 def test_deleted_and_expired_images_are_inactive(make_workspace: MakeWorkspace, tmp_path: Path, png: bytes) -> None:
