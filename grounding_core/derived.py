@@ -18,7 +18,9 @@ Per event (cost proportional to the document it touches, never to the corpus):
 Image versions (SPEC §12; ``grounding_core.images.ImageDocument``): their lines are the
 regions' measured attributes; each is a ``field_lines`` row whose ``subject`` is the region's
 ``SUBJECT#rN`` (so regions never share a conflict key) and a ``region_values`` row; they add no
-known terms (region values are not GR110 terms, docs/decisions.md) and no full-text rows.
+known terms (region values are not GR110 terms, docs/decisions.md) and no full-text rows. The
+image's subject and its attribute names are question-grammar ``vocabulary`` rows (SPEC §13), as
+a text version's are.
 
 Plain SQL only (``ON CONFLICT DO NOTHING``, no SQLite-only syntax); the two lookups that use
 ``json_each`` go through the backend (:class:`~grounding_core.sqlite_backend.SqliteBackend`).
