@@ -417,3 +417,69 @@ def test_deleted_and_expired_images_are_inactive(make_workspace: MakeWorkspace, 
     (tmp_path / "evidence/current.png").unlink()
     ws.scan()
     assert "it was deleted" in only(check(ws, "answers/a.md", text), "inactive-source").message
+
+
+@pytest.mark.parametrize("side", ["images", "memory"])
+def test_an_index_made_by_either_branch_before_the_merge_is_rebuilt_on_open(
+        make_workspace: MakeWorkspace, tmp_path: Path, png: bytes, side: str) -> None:
+    """Both branches called their derived tables definition 5; the merged layout is 6. An index
+    of the images branch (``region_values``, ``measurements``, no ``vocabulary`` and an
+    ``events`` CHECK without memory kinds) and one of the memory branch (``vocabulary``,
+    ``memory_entries``, no ``region_values``/``measurements``, ``field_lines`` without
+    ``subject``, the PNG never read) are rebuilt from the log on open and answer like a new one.
+    """
+    import sqlite3
+
+    from grounding_core.sqlite_backend import DERIVED_VERSION
+
+    ws = make_workspace({"evidence/面板.png": png, "evidence/面板.png.yaml": SIDECAR,
+                         "evidence/notice.md": "---\ndoc_id: notice\nsubject: 𠮷野家🎉\n---\n营业时间：上午九点\r\n"})
+    path = ws.store.backend.path
+    fresh = parse_question("红色 小 圆形 颜色", default_vocabulary(ws.store.snapshot(), ws.config), ws.today())
+    ws.store.close()
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.execute("BEGIN")
+    (value,) = raw.execute("SELECT value FROM meta WHERE key = 'fingerprint'").fetchone()
+    printed = json.loads(value)
+    assert printed["definition"] == DERIVED_VERSION == 6
+    printed["definition"] = 5
+    (sql,) = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'events'").fetchone()
+    raw.execute("ALTER TABLE events RENAME TO events_new")
+    raw.execute("DROP TRIGGER IF EXISTS events_no_update")
+    raw.execute("DROP TRIGGER IF EXISTS events_no_delete")
+    if side == "images":  # its log: every import, under a CHECK without the memory kinds
+        for table in ("vocabulary", "subject_contents", "memory_entries"):
+            raw.execute(f"DROP TABLE {table}")
+        raw.execute(sql.replace(", 'remember', 'approve', 'forget'", ""))
+        raw.execute("INSERT INTO events SELECT * FROM events_new")
+    else:  # its log never imported the PNG (not evidence before images)
+        raw.execute(sql)
+        raw.execute("INSERT INTO events SELECT * FROM events_new WHERE path NOT LIKE '%.png'")
+        del printed["image_language"], printed["measurement"]
+        raw.execute("DROP TABLE region_values")
+        raw.execute("DROP TABLE measurements")
+        raw.execute("DROP TABLE field_lines")
+        raw.execute("CREATE TABLE field_lines (fh INTEGER NOT NULL, sh INTEGER NOT NULL, th INTEGER NOT NULL,"
+                    " field TEXT NOT NULL, norm TEXT NOT NULL, value TEXT, line INTEGER NOT NULL,"
+                    " content_id INTEGER NOT NULL)")
+        raw.execute("DELETE FROM files WHERE path LIKE '%.png'")
+    raw.execute("DROP TABLE events_new")
+    raw.execute("UPDATE meta SET value = ? WHERE key = 'fingerprint'", (json.dumps(printed, ensure_ascii=False),))
+    raw.execute("COMMIT")
+    raw.close()
+
+    reopened = Workspace.open(tmp_path)
+    try:
+        reopened.scan()
+        snapshot = reopened.store.snapshot()
+        assert parse_question("红色 小 圆形 颜色", default_vocabulary(snapshot, reopened.config),
+                              reopened.today()) == fresh
+        assert fresh.measured == ("红色", "小", "圆形") and fresh.fields == ("颜色",)
+        report = check(reopened, "answers/a.md", draft(cite("1", "r1", "颜色：红色", png)))
+        assert report.status is Status.ANSWERED and names(report) == [], names(report)
+        answer = answer_question(snapshot, reopened.config, reopened.today(), "红色 小 圆形", reserve=400)
+        assert {c["id"] for c in answer.wire.claims} == {"面板@1#r1"}
+        entry = reopened.store.remember("客户-李华", "语言", "中文", approved_by="王芳")
+        assert reopened.store.snapshot().memory_active("客户-李华", "语言") == entry
+    finally:
+        reopened.store.close()
