@@ -24,7 +24,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-DERIVED_VERSION = 5
+DERIVED_VERSION = 6
 """Part of the derived tables' fingerprint: bumped whenever their definition changes (on any
 backend), so an index written by another definition is rebuilt from its log on open."""
 
@@ -180,12 +180,27 @@ class Backend(Protocol):
         ...
 
     def write_field_lines(self, conn: Connection,
-                          lines: Sequence[tuple[int, int, int, str, str, str | None, int, int]],
+                          lines: Sequence[tuple[int, int, int, str, str, str | None, int, int, str | None]],
                           terms: Iterable[tuple[str, str, str, str, int, int, int]]) -> None:
-        """Insert field lines ``(fh, sh, th, field, norm, value or None, line, content_id)``
-        and known terms ``(anchor, next, term, kind, fh, sh, th)`` (duplicates ignored),
-        inside the caller's transaction.
+        """Insert field lines ``(fh, sh, th, field, norm, value or None, line, content_id,
+        subject or None)`` (``subject``: an image attribute's region ``SUBJECT#rN``, None on
+        text lines) and known terms ``(anchor, next, term, kind, fh, sh, th)`` (duplicates
+        ignored), inside the caller's transaction.
         """
+        ...
+
+    def write_region_values(self, conn: Connection, rows: Iterable[tuple[str, str, int, int]]) -> None:
+        """Record image attributes ``(field, value, content_id, region)`` (SPEC §12)."""
+        ...
+
+    def measurement(self, conn: Connection, sha256: str, version: int) -> str | None:
+        """The cached measurement (JSON) of an image content by sha256 and measurement
+        version, or None (``measurements``: not derived from the log, kept across rebuilds).
+        """
+        ...
+
+    def put_measurement(self, conn: Connection, sha256: str, version: int, data: str) -> None:
+        """Cache a measurement inside the caller's transaction (a second one is ignored)."""
         ...
 
     def write_fields(self, conn: Connection, fields: Iterable[tuple[int, str]]) -> None:

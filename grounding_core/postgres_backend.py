@@ -149,9 +149,17 @@ CREATE TABLE IF NOT EXISTS field_lines (
   norm {T} NOT NULL,
   value {T},
   line BIGINT NOT NULL,
-  content_id BIGINT NOT NULL
+  content_id BIGINT NOT NULL,
+  subject {T}
 );
 CREATE INDEX IF NOT EXISTS field_lines_key ON field_lines (fh, sh, th);
+CREATE TABLE IF NOT EXISTS region_values (
+  field {T} NOT NULL,
+  value {T} NOT NULL,
+  content_id BIGINT NOT NULL,
+  region BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS region_values_key ON region_values (field, value, content_id, region);
 CREATE TABLE IF NOT EXISTS terms (
   anchor {T} NOT NULL,
   next {T} NOT NULL,
@@ -229,6 +237,18 @@ CREATE INDEX IF NOT EXISTS files_doc ON files (doc_id) WHERE doc_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS files_inode ON files (inode);
 """
 
+MEASUREMENTS = f"""
+CREATE TABLE IF NOT EXISTS measurements (
+  sha256 {T} NOT NULL,
+  version BIGINT NOT NULL,
+  data {T} NOT NULL,
+  PRIMARY KEY (sha256, version)
+);
+"""
+"""The image measurement cache (SPEC §12; a pure function of the bytes, not derived from the
+log, kept across rebuilds). Created on every open, so a layout-2 index made before image
+evidence gains it in place."""
+
 FTS = f"""
 CREATE TABLE IF NOT EXISTS lines_fts (
   rowid BIGINT PRIMARY KEY,
@@ -247,7 +267,8 @@ INSERT INTO fts_stats (id, nrow, ntoken) VALUES (1, 0, 0) ON CONFLICT DO NOTHING
 """``{trgm}``: the schema of the ``pg_trgm`` extension (one per database, wherever it was
 created first). ``inode`` is NUMERIC(20): st_ino is an unsigned 64-bit number."""
 
-DERIVED_TABLES = ("versions", "revocations", "field_lines", "terms", "fields", "vocabulary", "subject_contents")
+DERIVED_TABLES = ("versions", "revocations", "field_lines", "terms", "fields", "region_values", "vocabulary",
+                  "subject_contents")
 
 K1, B = 1.2, 0.75
 """FTS5's bm25 parameters (``fts5_aux.c``)."""
@@ -456,12 +477,15 @@ class PostgresBackend:
                                       " name another index; the database is left as it is")
                 if row is None or int(row[0]) < 2:
                     self._accept_memory_events(conn)
+                if not conn.execute("SELECT to_regclass('measurements') IS NOT NULL").fetchone()[0]:
+                    for statement in _split(MEASUREMENTS):  # an index from before image evidence
+                        conn.raw.execute(statement)
                 return False
             conn.raw.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
             trgm = conn.execute("SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n"
                                 " ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm'").fetchone()
             fts = FTS.replace("{trgm}", sql.Identifier(str(trgm[0])).as_string(conn.raw))
-            for statement in _split(EVENTS + DERIVED + MEMORY + FILES + fts):
+            for statement in _split(EVENTS + DERIVED + MEMORY + FILES + MEASUREMENTS + fts):
                 conn.raw.execute(statement)
             conn.execute("INSERT INTO meta (key, value) VALUES ('layout', ?) ON CONFLICT DO NOTHING", (str(LAYOUT),))
         return True
@@ -679,18 +703,19 @@ class PostgresBackend:
         return [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
 
     def write_field_lines(self, conn: Connection,
-                          lines: Sequence[tuple[int, int, int, str, str, str | None, int, int]],
+                          lines: Sequence[tuple[int, int, int, str, str, str | None, int, int, str | None]],
                           terms: Iterable[tuple[str, str, str, str, int, int, int]]) -> None:
-        """Insert field lines ``(fh, sh, th, field, norm, value or None, line, content_id)``
-        and known terms ``(anchor, next, term, kind, fh, sh, th)`` (duplicates ignored), inside the
-        caller's transaction, as one ``unnest`` statement per batch of each.
+        """Insert field lines ``(fh, sh, th, field, norm, value or None, line, content_id,
+        subject or None)`` (``subject``: an image attribute's ``SUBJECT#rN``) and known terms
+        ``(anchor, next, term, kind, fh, sh, th)`` (duplicates ignored), inside the caller's
+        transaction, as one ``unnest`` statement per batch of each.
         """
         for start in range(0, len(lines), UNNEST_BATCH):
             part = lines[start:start + UNNEST_BATCH]
             conn.execute(
-                "INSERT INTO field_lines (fh, sh, th, field, norm, value, line, content_id)"
+                "INSERT INTO field_lines (fh, sh, th, field, norm, value, line, content_id, subject)"
                 " SELECT * FROM unnest(?::bigint[], ?::bigint[], ?::bigint[], ?::text[], ?::text[], ?::text[],"
-                " ?::bigint[], ?::bigint[])", [list(col) for col in zip(*part, strict=True)])
+                " ?::bigint[], ?::bigint[], ?::text[])", [list(col) for col in zip(*part, strict=True)])
         rows = sorted(set(terms))
         for start in range(0, len(rows), UNNEST_BATCH):
             chunk = rows[start:start + UNNEST_BATCH]
@@ -699,6 +724,28 @@ class PostgresBackend:
                 " SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],"
                 " ?::bigint[])"
                 " ON CONFLICT DO NOTHING", [list(col) for col in zip(*chunk, strict=True)])
+
+    def write_region_values(self, conn: Connection, rows: Iterable[tuple[str, str, int, int]]) -> None:
+        """Record image attributes ``(field, value, content_id, region)`` (SPEC §12), one
+        ``unnest`` statement per batch.
+        """
+        ordered = sorted(rows)
+        for start in range(0, len(ordered), UNNEST_BATCH):
+            part = ordered[start:start + UNNEST_BATCH]
+            conn.execute("INSERT INTO region_values (field, value, content_id, region)"
+                         " SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], ?::bigint[])",
+                         [list(col) for col in zip(*part, strict=True)])
+
+    def measurement(self, conn: Connection, sha256: str, version: int) -> str | None:
+        """The cached measurement (JSON) of an image content, or None."""
+        row = conn.execute("SELECT data FROM measurements WHERE sha256 = ? AND version = ?",
+                           (sha256, version)).fetchone()
+        return str(row[0]) if row is not None else None
+
+    def put_measurement(self, conn: Connection, sha256: str, version: int, data: str) -> None:
+        """Cache a measurement (inside the caller's transaction; a second one is ignored)."""
+        conn.execute("INSERT INTO measurements (sha256, version, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                     (sha256, version, data))
 
     def write_fields(self, conn: Connection, fields: Iterable[tuple[int, str]]) -> None:
         """Record field names ``(fh, field)`` (duplicates ignored)."""
