@@ -419,6 +419,7 @@ def test_deleted_and_expired_images_are_inactive(make_workspace: MakeWorkspace, 
     assert "it was deleted" in only(check(ws, "answers/a.md", text), "inactive-source").message
 
 
+@pytest.mark.sqlite_only
 @pytest.mark.parametrize("side", ["images", "memory"])
 def test_an_index_made_by_either_branch_before_the_merge_is_rebuilt_on_open(
         make_workspace: MakeWorkspace, tmp_path: Path, png: bytes, side: str) -> None:
