@@ -223,9 +223,10 @@ _NEVER_WALKED = (".git", ".grounding")
 def check_index(config: Config, source: str) -> None:
     """SPEC §2: the index is never where the evidence walk reads, and never replaces a file
     that is not a Grounding index. Raises :class:`ConfigError` naming the key ``index``.
-    Unless it is an explicit override, the index (default included) must also resolve inside
-    the workspace root, symlinks followed (a ``.grounding`` symlink, a dangling
-    ``.grounding/index.sqlite`` symlink).
+    Unless it is an explicit override (a CLI flag, an editor setting, or ``GROUNDING_INDEX``
+    in the environment: set by whoever runs Grounding, never by a file of the workspace), the
+    index (default included) must also resolve inside the workspace root, symlinks followed
+    (a ``.grounding`` symlink, a dangling ``.grounding/index.sqlite`` symlink).
 
     "Where the walk reads": under the evidence root, except inside ``.grounding`` or ``.git``
     (never walked), so ``evidence = "."`` keeps the default ``.grounding/index.sqlite``.
@@ -236,7 +237,8 @@ def check_index(config: Config, source: str) -> None:
         return
     path = Path(config.index_path)
     shown = f"{source}: index = {config.index!r}"
-    if source != "override" and not path.is_relative_to(config.root):
+    explicit = source == "override" or source.startswith(INDEX_ENV)
+    if not explicit and not path.is_relative_to(config.root):
         raise ConfigError(
             f"{shown} resolves to {path}, outside the workspace root {config.root} (a symlink such as"
             " .grounding or the index file itself points there); the index must live inside the"

@@ -648,7 +648,9 @@ class Store:
         On a shared index every process may help drain the queue (the queue is work, not
         state: each entry is claimed by one process, ``SKIP LOCKED``), so a reader that needs
         search builds what is missing; one whose database role may not write only answers
-        whether the queue is empty. A lost connection is retried like a scan.
+        whether the queue is empty; one that waited out the lock wait for another process's
+        lock returns False (what is built answers; the rest comes later). A lost connection
+        is retried like a scan.
         """
         deadline = None if seconds is None else time.monotonic() + seconds
         while True:
@@ -664,6 +666,8 @@ class Store:
                     break
                 except ReadOnlyIndex:
                     return self.fts_pending() == 0
+                except LockTimeout:  # another process writes (it drains the queue too): later
+                    return False
                 except self.backend.lost as exc:
                     lost = exc
             else:

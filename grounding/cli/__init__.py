@@ -198,19 +198,26 @@ def _scan(ws: Workspace, show_progress: bool) -> ScanResult:
     :data:`READ_LOCK_WAIT_S`, say so on stderr and use the last committed state.
     """
     try:
-        result = _scan_now(ws, show_progress)
+        return _scan_now(ws, show_progress)
     except IndexBusy as exc:
         result = ws.committed()
         print(f"grounding: warning: {exc}; checking against the index as last committed"
               f" ({result.snapshot.seq} events): evidence changed since is not seen", file=sys.stderr)
         return result
+
+
+def _scan_now(ws: Workspace, show_progress: bool, lock_wait: float = READ_LOCK_WAIT_S) -> ScanResult:
+    """Scan, waiting up to ``lock_wait`` seconds for another process's lock (then
+    :class:`IndexBusy`); on a shared index another process writes, a note on stderr says who.
+    """
+    result = _scan_with_progress(ws, show_progress, lock_wait)
     if result.writer is not None:
         print(f"grounding: note: {result.writer}; this run read its state and appended nothing",
               file=sys.stderr)
     return result
 
 
-def _scan_now(ws: Workspace, show_progress: bool, lock_wait: float = READ_LOCK_WAIT_S) -> ScanResult:
+def _scan_with_progress(ws: Workspace, show_progress: bool, lock_wait: float) -> ScanResult:
     if not show_progress:
         return ws.scan(lock_wait=lock_wait)
     from rich.progress import Progress
