@@ -202,6 +202,10 @@ def test_the_sidecar_is_watched_with_its_image(make_workspace: MakeWorkspace, tm
     ws = make_workspace({"evidence/面板.png": png, "evidence/面板.png.yaml": SIDECAR})
     text = draft(cite("1", "r1", "颜色：红色", png))
     assert check(ws, "answers/a.md", text).status is Status.ANSWERED
+    events = ws.store.event_count()
+    write(tmp_path, "evidence/面板.png.yaml", SIDECAR)  # saved again, byte for byte: a new mtime only
+    assert ws.scan(paths=["面板.png.yaml"]).events == [] and ws.scan().events == []
+    assert ws.store.event_count() == events
     write(tmp_path, "evidence/面板.png.yaml", SIDECAR + "status: revoked\r\n")
     ws.scan(paths=["面板.png.yaml"])  # what a watcher reports: only the sidecar changed
     report = check(ws, "answers/a.md", text)
