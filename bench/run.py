@@ -858,7 +858,7 @@ def cells(r: dict[str, Any], corpus: corpora.Corpus) -> dict[str, str]:
             except KeyError:
                 c[key] = ""
             c[key] = c[key] or ("error" if r.get("error") else
-                                ("n/a (no rg)" if key == "rg" else "n/a"))
+                                ("n/a (no rg)" if key == "rg" and "rg_s" in r and r["rg_s"] is None else "n/a"))
 
     def cpu(key: str) -> str:
         """The CPU time next to a wall time, when the worker measured it."""
@@ -1209,7 +1209,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"[bench] {name}: {corpus.files} files, {fmt_mb(corpus.bytes)}"
               f" (ready in {time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
-        r: dict[str, Any] = {}
+        r: dict[str, Any] = {"files": corpus.files, "bytes": corpus.bytes}  # the index phase counts them again
         index_timeout = 60.0 if quick else LSP_INDEX_TIMEOUT.get(name, 300.0)
         try:
             step = time.perf_counter()
