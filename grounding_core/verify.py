@@ -801,9 +801,7 @@ def _gate(draft: ParsedDraft, results: list[_ClaimResult], keys: _Keys, state: I
         key = (conflict.subject, conflict.field)
 
         def present(conflict: Conflict = conflict) -> tuple[str, tuple[Location, ...]]:
-            shown: dict[str, str] = {}  # thousands of related lines share a few hundred paths
-            related = tuple(Location(shown.get(kl.path) or shown.setdefault(kl.path, config.evidence_display(kl.path)),
-                                     kl.line, f"{kl.field}：{kl.value}")
+            related = tuple(Location(config.evidence_display(kl.path), kl.line, f"{kl.field}：{kl.value}")
                             for kl in conflict.related_lines())
             return conflict.describe() + "; Grounding does not pick a side", related
 
