@@ -1009,6 +1009,9 @@ IMAGE_ROWS: list[tuple[str, str, str]] = [
     ("photo", "4-megapixel PNG, photo-like (gradient + noise): measure p50 / max", "<= 200 ms"),
     ("decode", "of which PNG decoding, flat / photo-like (p50)", ""),
     ("first", "first measurement in a process (loads numpy, scikit-image)", ""),
+    ("cold", "index 50 PNGs (400x300, 3 shapes each; --quick: 10): scan, images measured", ""),
+    ("resave", "the same PNGs re-saved byte-identical: rescan, images measured", "0 measured"),
+    ("check", "check a draft citing 6 region attributes (in-process, p50)", ""),
 ]
 """Rows of the image table: ``grounding_core.images.measure`` in this process (the first call,
 which imports the libraries, is its own row); the PNGs are generated in memory."""
@@ -1063,7 +1066,76 @@ def images_section(repeats: int) -> dict[str, Any]:
         out[f"{name}_decode_p50_s"] = statistics.median(decode)
         out[f"{name}_bytes"] = len(data)
     out["regions"] = regions
+    out.update(image_store_rows(10 if repeats < 10 else 50))
     return out
+
+
+def image_store_rows(count: int = 50) -> dict[str, Any]:
+    """The cache rule in the store (SPEC §12, docs/decisions.md): a cold scan of 50 generated
+    PNGs measures each distinct content once; rewriting them with identical bytes re-reads and
+    re-hashes them but measures none; then a check of a draft with 6 region citations.
+    """
+    import hashlib
+    import io
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from PIL import Image, ImageDraw
+
+    from grounding_core.workspace import Workspace
+
+    root = Path(tempfile.mkdtemp(prefix="grounding-bench-images-"))
+    pngs: dict[str, bytes] = {}
+    for i in range(count):
+        image = Image.new("RGB", (400, 300), "white")
+        pen = ImageDraw.Draw(image)
+        pen.ellipse([20 + i, 20, 56 + i, 56], fill=(230, 30, 30))
+        pen.rectangle([300, 24, 370, 94], fill=(30, 60, 220))
+        pen.rectangle([20, 180, 380, 280], fill=(20, 170, 60))
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG")
+        pngs[f"img{i:02d}.png"] = buffer.getvalue()
+    (root / "evidence").mkdir()
+    (root / "grounding.toml").write_text('index = ".grounding/index.sqlite"\n', encoding="utf-8")
+    for name, data in pngs.items():
+        (root / "evidence" / name).write_bytes(data)
+    time.sleep(0.15)  # past the scan's settle window for fresh files
+    ws = Workspace.open(root)
+    try:
+        t0 = time.perf_counter()
+        cold = ws.scan()
+        cold_s = time.perf_counter() - t0
+        for name, data in pngs.items():
+            path = root / "evidence" / name
+            path.write_bytes(data)
+            st = path.stat()
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+        time.sleep(0.15)
+        t0 = time.perf_counter()
+        again = ws.scan()
+        resave_s = time.perf_counter() - t0
+        sha = hashlib.sha256(pngs["img00.png"]).hexdigest()[:12]
+        lines = ["---", "question: 面板", "fields: [颜色, 形状]", 'context: {units: ["img00@1"]}', "---",
+                 "红色的圆形[^1][^2]，蓝色的正方形[^3][^4]，绿色的长方形[^5][^6]。", ""]
+        quotes = [("r1", "颜色：红色"), ("r1", "形状：圆形"), ("r2", "颜色：蓝色"), ("r2", "形状：正方形"),
+                  ("r3", "颜色：绿色"), ("r3", "形状：长方形")]
+        for label, (region, quote) in enumerate(quotes, 1):
+            lines.append(f'[^{label}]: img00@1#{region} sha256:{sha} "{quote}"')
+        text = "\n".join(lines) + "\n"
+        samples = []
+        for _ in range(7):
+            t0 = time.perf_counter()
+            report = ws.check_text("answers/a.md", text)
+            samples.append(time.perf_counter() - t0)
+        return {"cold_s": cold_s, "cold_measured": cold.measured, "resave_s": resave_s,
+                "resave_measured": again.measured, "resave_read": len(again.changed),
+                "check_p50_s": statistics.median(samples), "check_status": report.status.value}
+    finally:
+        ws.store.close()
+        import shutil
+
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def render_images(r: dict[str, Any]) -> str:
@@ -1075,6 +1147,13 @@ def render_images(r: dict[str, Any]) -> str:
             return f"{fmt_s(p50)} / {fmt_s(top)}{mark(p50 <= 0.2)} ({r[f'{key}_bytes'] / 1e3:,.0f} kB PNG)"
         if key == "decode":
             return f"{fmt_s(r['flat_decode_p50_s'])} / {fmt_s(r['photo_decode_p50_s'])}"
+        if key == "cold":
+            return f"{fmt_s(r['cold_s'])}, {r['cold_measured']} measured"
+        if key == "resave":
+            return (f"{fmt_s(r['resave_s'])}, {r['resave_read']} re-read, {r['resave_measured']} measured"
+                    f"{mark(r['resave_measured'] == 0)}")
+        if key == "check":
+            return f"{fmt_s(r['check_p50_s'])} ({r['check_status']})"
         return fmt_s(r["first_s"])
 
     lines = ["| image metric | target | value |", "|---|---|---|"]

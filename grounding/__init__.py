@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .api import IndexReader, IndexView, Verifier, verify
-    from .models import Answer, Claim, ContextLog, Diagnostic, LinesUnit, Report, TextUnit, json_schema
+    from .models import Answer, Claim, ContextLog, Diagnostic, ImageClaim, LinesUnit, Report, TextUnit, json_schema
 
 _LAZY = {name: ".api" for name in ("IndexReader", "IndexView", "Verifier", "verify")} | {
-    name: ".models" for name in ("Answer", "Claim", "ContextLog", "Diagnostic", "LinesUnit", "Report",
+    name: ".models" for name in ("Answer", "Claim", "ContextLog", "Diagnostic", "ImageClaim", "LinesUnit", "Report",
                                  "TextUnit", "json_schema")}
 """Public names and their modules, imported on first use: ``grounding check`` (the package's
 CLI) never loads pydantic and the API (0.4-0.5 s of its start-up)."""
@@ -44,6 +44,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "Answer", "Claim", "ContextLog", "Diagnostic", "IndexReader", "IndexView", "LinesUnit", "Report",
+    "Answer", "Claim", "ContextLog", "Diagnostic", "ImageClaim", "IndexReader", "IndexView", "LinesUnit", "Report",
     "TextUnit", "Verifier", "json_schema", "verify",
 ]

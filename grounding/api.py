@@ -44,7 +44,7 @@ from grounding_core.text import LineIndex
 from grounding_core.verify import check_draft
 from grounding_core.workspace import Workspace
 
-from .models import Citation, Claim, Report
+from .models import Citation, Claim, ImageClaim, Report
 from .report import draft_json, fingerprints_of
 
 AnswerInput = dict[str, Any] | str | bytes | BaseModel
@@ -489,7 +489,9 @@ def citation_model(config: Any, c: core_cite.Citation) -> Citation:
     return Citation(footnote=c.footnote(), id=c.id, doc_id=c.doc_id, version=c.version, line=c.line,
                     sha256=c.sha256, quote=c.quote, text=c.text, field=c.field, value=c.value,
                     path=config.evidence_display(c.path),
-                    claim=Claim.model_validate(claim) if claim is not None else None)
+                    region=c.region,
+                    claim=(None if claim is None else ImageClaim.model_validate(claim) if c.region is not None
+                           else Claim.model_validate(claim)))
 
 
 def units_of(compiled: CompiledContext) -> list[dict[str, Any]]:

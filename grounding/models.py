@@ -3,8 +3,9 @@
 - :class:`Answer` / :class:`Claim`: the JSON answer an LLM or pipeline emits (SPEC §5.2).
   The types are as strict as the checker's: ``version`` and ``line`` are integers ≥ 1 (a
   boolean is not), ``sha256`` is 64 lowercase hex digits, strings are non-empty, no key is
-  extra and ``id`` agrees with ``doc_id``/``version``/``line``. Text claims only (memory and
-  image claims of §11/§12 have other keys).
+  extra and ``id`` agrees with ``doc_id``/``version``/``line``. :class:`ImageClaim`: an image
+  claim (SPEC §12, §15), nine keys with ``region`` instead of ``line`` and ``support_type:
+  "measured"``. Memory claims (§11) have other keys.
 - :class:`ContextUnit`: one unit the model was shown (SPEC §6 log unit): whole lines
   ``{"doc_id", "version", "lines": [first, last]}`` (1-based, inclusive) or exact text
   ``{"doc_id", "version", "text"}``.
@@ -24,7 +25,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
 
-from grounding_core.model import CLAIM_KEYS
+from grounding_core.model import CLAIM_KEYS, IMAGE_CLAIM_KEYS
 
 NonEmpty = Annotated[StrictStr, Field(min_length=1)]
 Positive = Annotated[StrictInt, Field(ge=1, le=999_999_999_999_999_999)]
@@ -59,6 +60,31 @@ class Claim(_Wire):
         return self
 
 
+_REGION_ID_RE = re.compile(
+    r"(?P<doc_id>[^\s@:\[\]\"]+)@(?P<version>[1-9][0-9]{0,17})#(?P<region>r[1-9][0-9]{0,17})")
+
+
+class ImageClaim(_Wire):
+    """One image claim of a JSON answer: exactly the nine keys of SPEC §15, in that order."""
+
+    text: NonEmpty = Field(description="FIELD：VALUE, the same as quote")
+    quote: NonEmpty = Field(description="one measured attribute, FIELD：VALUE (e.g. 颜色：红色)")
+    id: NonEmpty = Field(description="DOC_ID@VERSION#rN")
+    doc_id: NonEmpty
+    version: Positive
+    region: Annotated[StrictStr, Field(pattern=r"^r[1-9][0-9]{0,17}$", description="r1, r2, … in reading order")]
+    sha256: Sha256
+    field: NonEmpty = Field(description="the measured attribute: 位置, 面积, 颜色, 形状 or 大小")
+    support_type: Literal["measured"]
+
+    @model_validator(mode="after")
+    def _id_agrees(self) -> ImageClaim:
+        m = _REGION_ID_RE.fullmatch(self.id)
+        if m is None or (m["doc_id"], int(m["version"]), m["region"]) != (self.doc_id, self.version, self.region):
+            raise ValueError(f"id {self.id!r} is not {self.doc_id}@{self.version}#{self.region}")
+        return self
+
+
 class UnitsContext(_Wire):
     """``{"units": ["schedule@2", "notice@1:1-12"]}``: whole versions or line ranges (SPEC §6)."""
 
@@ -87,7 +113,7 @@ class Answer(_Wire):
     """A JSON answer (SPEC §5.2): ``status``, ``claims``, ``missing_fields`` and optional keys."""
 
     status: Status
-    claims: list[Claim]
+    claims: list[Claim | ImageClaim]
     missing_fields: list[StrictStr]
     question: StrictStr | None = None
     fields: list[NonEmpty] | StrictStr | None = None
@@ -139,17 +165,19 @@ class Citation(BaseModel):
     """One verified citation of an active line (``grounding cite``, the MCP ``cite`` tool)."""
 
     footnote: str = Field(description='paste-ready Markdown: [^1]: DOC_ID@V:LINE sha256:HEX12 "LINE"')
-    id: str = Field(description="DOC_ID@VERSION:LINE")
+    id: str = Field(description="DOC_ID@VERSION:LINE, or DOC_ID@VERSION#rN for an image region")
     doc_id: str
     version: int
-    line: int = Field(description="1-based, front matter included")
+    line: int = Field(description="1-based, front matter included (an image: the attribute's line)")
     sha256: str = Field(description="the full sha256 of the evidence file's bytes")
     quote: str = Field(description="the whole line, verbatim")
     text: str = Field(description="the line without its list marker")
     field: str | None = Field(description="the field name, for a field line")
     value: str | None = Field(description="the field value, for a field line")
     path: str = Field(description="the evidence file, relative to the workspace root")
-    claim: Claim | None = Field(description="the eight-key JSON claim (field lines only)")
+    region: str | None = Field(default=None, description="an image's region (r1, r2, …), SPEC §12")
+    claim: Claim | ImageClaim | None = Field(
+        description="the eight-key JSON claim (field lines only); an image region's nine-key claim")
 
 
 class Skipped(BaseModel):
@@ -261,3 +289,4 @@ def json_schema(name: str) -> dict[str, Any]:
 
 
 assert tuple(Claim.model_fields) == CLAIM_KEYS, "Claim must have the eight keys of SPEC §5, in order"
+assert tuple(ImageClaim.model_fields) == IMAGE_CLAIM_KEYS, "ImageClaim must have the nine keys of SPEC §15, in order"

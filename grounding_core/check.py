@@ -31,6 +31,7 @@ from .verify import Visibility, check_draft, resolve_context
 if TYPE_CHECKING:
     from .answer import AnswerDraft
     from .context import CompiledContext
+    from .image_questions import MeasuredAnswer
 
 ReadText = Callable[[str], "str | None"]
 """Reads a UTF-8 file relative to the workspace root (BOM removed); None when it cannot."""
@@ -110,7 +111,7 @@ def resolve_visibility(draft: ParsedDraft, snapshot: IndexSnapshot, config: Conf
 
 def answer_from(snapshot: IndexSnapshot, config: Config, today: dt.date, question: str,
                 fields: list[str], subject: str | None = None, limit: int = 1500,
-                reserve: int = 240) -> AnswerDraft:
+                reserve: int = 240) -> AnswerDraft | MeasuredAnswer:
     """SPEC §8, §13 ``grounding answer`` against ``snapshot``: an answer from visible lines only.
 
     Without ``fields`` the closed question grammar decides what ``question`` asks

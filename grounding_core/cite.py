@@ -20,8 +20,9 @@ import re
 from dataclasses import dataclass
 
 from .evidence import EvidenceDocument, split_marker
+from .images import ImageDocument, attribute_of_line
 from .index import IndexSnapshot, VersionRecord
-from .model import CLAIM_KEYS
+from .model import CLAIM_KEYS, IMAGE_CLAIM_KEYS
 from .text import normalize, shorten
 
 HASH_PREFIX = 12
@@ -68,10 +69,15 @@ class Citation:
     field: str | None
     value: str | None
     path: str
+    region: str | None = None
+    """For an image (SPEC §12): the region (``"r2"``) whose attribute ``line`` is; the citation
+    id is then ``DOC_ID@VERSION#rN`` and the quote ``FIELD：VALUE``."""
 
     @property
     def id(self) -> str:
-        """``DOC_ID@VERSION:LINE``."""
+        """``DOC_ID@VERSION:LINE`` (an image region: ``DOC_ID@VERSION#rN``)."""
+        if self.region is not None:
+            return f"{self.doc_id}@{self.version}#{self.region}"
         return f"{self.doc_id}@{self.version}:{self.line}"
 
     def footnote(self, label: str | int = 1, hash_length: int = HASH_PREFIX) -> str:
@@ -84,6 +90,12 @@ class Citation:
         """
         if self.field is None:
             return None
+        if self.region is not None:  # the nine keys of an image claim (SPEC §15)
+            image: dict[str, object] = {
+                "text": self.quote, "quote": self.quote, "id": self.id, "doc_id": self.doc_id,
+                "version": self.version, "region": self.region, "sha256": self.sha256, "field": self.field,
+                "support_type": "measured"}
+            return {key: image[key] for key in IMAGE_CLAIM_KEYS}
         values: dict[str, object] = {
             "text": self.text, "quote": self.quote, "id": self.id, "doc_id": self.doc_id,
             "version": self.version, "line": self.line, "sha256": self.sha256, "field": self.field,
@@ -234,8 +246,10 @@ def _citation(snapshot: IndexSnapshot, record: VersionRecord, doc: EvidenceDocum
                         "cite the line that states the fact itself")
     return Citation(
         doc_id=record.doc_id, version=record.version, line=line, sha256=record.sha256, quote=quote,
-        text=split_marker(quote), field=field_line.field if field_line else None,
+        text=quote if isinstance(doc, ImageDocument) else split_marker(quote),
+        field=field_line.field if field_line else None,
         value=field_line.value if field_line else None, path=record.path,
+        region=f"r{attribute_of_line(line)[0]}" if isinstance(doc, ImageDocument) else None,
     )
 
 

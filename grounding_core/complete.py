@@ -14,6 +14,12 @@ On a definition line ``[^label]: …`` with the cursor in the citation id, three
    ``schedule@2:7 sha256:<12 hex> "<the whole line>"``, so a half-typed or broken rest of the
    definition is rewritten into a verified citation.
 
+Image documents (SPEC §12): ``[^1]: shapes@1#|`` (or ``#r``, ``#r2``, and ``shapes@1:|`` on an
+image version) offers **regions with their attributes**: one entry per measured attribute of
+each region whose number starts with what was typed (label ``r2 颜色：绿色``, detail the
+region's colour, shape, size and box), at most :data:`MAX_REGIONS` regions; accepting one
+writes ``shapes@1#r2 sha256:<12 hex> "颜色：绿色"``.
+
 Typing ``[^1]:`` (no space yet) offers doc ids that insert the missing space too. Lines
 outside definitions get nothing. Doc ids are read with a limit (:data:`MAX_DOC_IDS`): the
 list is then marked incomplete, and typing more characters narrows it.
@@ -27,20 +33,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .edits import HASH_PREFIX
-from .index import IndexSnapshot
+from .images import Measurement
+from .index import IndexSnapshot, VersionRecord
 from .model import Span
 
 MAX_DOC_IDS = 100
 """Doc ids offered at most per request (completion never lists the whole index)."""
+MAX_REGIONS = 50
+"""Regions offered at most per request (five entries each); typing the number narrows them."""
 
 _DEFINITION = re.compile(r"\[\^[^\]\s]+\]:(?P<space> ?)")
-_TYPED = re.compile(r"(?P<doc>[^\s@:\[\]\"]*)(?:@(?P<version>[0-9]*)(?::(?P<line>[0-9]*))?)?")
+_TYPED = re.compile(
+    r"(?P<doc>[^\s@:\[\]\"]*)(?:@(?P<version>[0-9]*)(?::(?P<line>[0-9]*)|#(?P<region>r?[0-9]*))?)?")
 
 
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One completion item: ``span`` (in the draft, one line) is replaced by ``new_text``.
-    ``kind`` is ``"document"``, ``"version"`` or ``"line"`` (memory ids, SPEC §11:
+    ``kind`` is ``"document"``, ``"version"``, ``"line"`` or ``"region"`` (memory ids, SPEC §11:
     ``"scope"``, ``"key"``, ``"memory-version"``; ``server/features/memory.py``).
     """
 
@@ -63,7 +73,7 @@ class Completions:
 
 
 def citation_completions(lines: Sequence[str], line: int, column: int, snapshot: IndexSnapshot,
-                         today: dt.date) -> Completions | None:
+                         today: dt.date, language: str = "zh") -> Completions | None:
     """Completions for the cursor at 0-based ``line`` and code-point ``column`` of a draft
     whose lines (no terminators) are ``lines``; None when the cursor is not in the citation id
     of a definition line. Reads at most :data:`MAX_DOC_IDS` documents, one version list or
@@ -83,10 +93,18 @@ def citation_completions(lines: Sequence[str], line: int, column: int, snapshot:
     pad = "" if match["space"] else " "
     if typed["version"] is None:
         return _doc_entries(snapshot, today, doc_prefix, pad, Span.line(line, id_start, column))
-    if typed["line"] is None:
+    if typed["line"] is None and typed["region"] is None:
         at = id_start + len(doc_prefix) + 1
         return _version_entries(snapshot, today, doc_prefix, typed["version"], Span.line(line, at, column))
     if not typed["version"] or typed["version"].startswith("0"):
+        return Completions(())
+    record = snapshot.record(doc_prefix, int(typed["version"]))
+    measurement = snapshot.measurement(record.sha256) if record is not None else None
+    if record is not None and measurement is not None:  # image hook (SPEC §12): regions
+        number = (typed["region"] or "").removeprefix("r") if typed["line"] is None else ""
+        return _region_entries(record, measurement.in_language(language), number, pad,
+                               Span.line(line, id_start, len(text)))
+    if typed["line"] is None:
         return Completions(())
     return _line_entries(snapshot, doc_prefix, int(typed["version"]), typed["line"], pad,
                          Span.line(line, id_start, len(text)))
@@ -153,4 +171,21 @@ def _line_entries(snapshot: IndexSnapshot, doc_id: str, version: int, prefix: st
     return Completions(tuple(entries))
 
 
-__all__ = ["MAX_DOC_IDS", "Completions", "Entry", "citation_completions"]
+def _region_entries(record: VersionRecord, measurement: Measurement, prefix: str, pad: str,
+                    span: Span) -> Completions:
+    regions = [r for r in measurement.regions if str(r.number).startswith(prefix)]
+    entries = []
+    for region in regions[:MAX_REGIONS]:
+        base = f"{record.doc_id}@{record.version}#{region.name}"
+        summary = " ".join(value for _, value in region.attributes[2:]) + f" at {region.attributes[0][1]}"
+        for index, (name, value) in enumerate(region.attributes):
+            quote = f"{name}：{value}"
+            entries.append(Entry(
+                f"{region.name} {quote}", "region", f"{region.name}: {summary}",
+                f"{base} · {quote} (measured from the image; SPEC §12)",
+                f"{region.number:08d}{index}", f"{base} {name} {value}", span,
+                f'{pad}{base} sha256:{record.sha256[:HASH_PREFIX]} "{quote}"'))
+    return Completions(tuple(entries), incomplete=len(regions) > MAX_REGIONS)
+
+
+__all__ = ["MAX_DOC_IDS", "MAX_REGIONS", "Completions", "Entry", "citation_completions"]

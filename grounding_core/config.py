@@ -28,9 +28,11 @@ class ConfigError(ValueError):
     """The configuration cannot be used; the message names the file and key."""
 
 
-DEFAULT_EVIDENCE_GLOBS = ("**/*.md", "**/*.txt")
+DEFAULT_EVIDENCE_GLOBS = ("**/*.md", "**/*.txt", "**/*.png")
 DEFAULT_DRAFT_GLOBS = ("answers/**/*.md", "**/*.answer.md", "**/*.answer.json")
 ENCODINGS = ("o200k_base", "cl100k_base")
+IMAGE_LANGUAGES = ("zh", "en")
+"""``image_language`` values (SPEC §15; ``grounding_core.images.LANGUAGES``)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ class Config:
     encoding: str = "o200k_base"
     strict: bool = False
     today: dt.date | None = None
+    image_language: str = "zh"
+    """Names of measured image attributes and values (SPEC §15): ``"zh"`` or ``"en"``."""
     query_stopwords: tuple[str, ...] | None = None
     """Question words the closed question grammar removes (SPEC §13, §15); None means the
     documented default, ``grounding_core.question.DEFAULT_QUERY_STOPWORDS``."""
@@ -103,6 +107,17 @@ class Config:
                 self._evidence_matched.clear()
             self._evidence_matched[rel_path] = matched
         return matched
+
+    def evidence_path_for(self, rel_path: str) -> str | None:
+        """The evidence path a change of ``rel_path`` (relative to the evidence root) affects:
+        itself when it is evidence; for an image's sidecar ``NAME.png.yaml`` (SPEC §12: watched
+        like evidence) the image ``NAME.png`` when that is evidence; else None.
+        """
+        if self.evidence_matches(rel_path):
+            return rel_path
+        if rel_path.lower().endswith(".png.yaml") and self.evidence_matches(rel_path[:-5]):
+            return rel_path[:-5]
+        return None
 
     @cached_property
     def _evidence_matched(self) -> dict[str, bool]:
@@ -269,6 +284,11 @@ def _validate(table: dict[str, Any], source: str) -> dict[str, Any]:
                             f"{source}: {key} pattern {pattern!r}: '!' negation is not supported"
                         )
             out[key] = tuple(value)
+        elif key == "image_language":
+            if value not in IMAGE_LANGUAGES:
+                raise ConfigError(f"{source}: image_language must be one of {', '.join(IMAGE_LANGUAGES)},"
+                                  f" got {value!r}")
+            out[key] = value
         elif key == "strict":
             if not isinstance(value, bool):
                 raise ConfigError(f"{source}: strict must be true or false")

@@ -16,6 +16,7 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from .images import attribute_of_line, is_image_path
 from .index import ConflictKey, IndexSnapshot, KeyedLine, KeySummary, LineIdentity
 from .text import shorten
 
@@ -63,12 +64,19 @@ class Conflict:
             if not with_ids:
                 parts.append(f"'{shorten(group.spelled)}' ({group.count} {noun})")
                 continue
-            shown = ", ".join(f"{kl.doc_id}@{kl.version}:{kl.line}" for kl in group.sources)
+            shown = ", ".join(source_id(kl) for kl in group.sources)
             more = group.count - len(group.sources)
             parts.append(f"'{shorten(group.spelled)}' ({group.count} {noun}: {shown}"
                          + (f" and {more} more" if more > 0 else "") + ")")
         where = f" for subject '{shorten(self.subject)}'" if self.subject is not None else ""
         return f"active sources disagree on '{shorten(self.field)}'{where}: " + " vs ".join(parts)
+
+
+def source_id(kl: KeyedLine) -> str:
+    """``doc_id@version:line``, or ``doc_id@version#rN`` for an image attribute (SPEC §12)."""
+    if is_image_path(kl.path):
+        return f"{kl.doc_id}@{kl.version}#r{attribute_of_line(kl.line)[0]}"
+    return f"{kl.doc_id}@{kl.version}:{kl.line}"
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,13 @@ Per event (cost proportional to the document it touches, never to the corpus):
 - ``revoke(s, doc_id, version, reason)``: a ``revocations`` row for the current content of
   (doc_id, version), which stops being active at ``s``.
 
+Image versions (SPEC §12; ``grounding_core.images.ImageDocument``): their lines are the
+regions' measured attributes; each is a ``field_lines`` row whose ``subject`` is the region's
+``SUBJECT#rN`` (so regions never share a conflict key) and a ``region_values`` row; they add no
+known terms (region values are not GR110 terms, docs/decisions.md) and no full-text rows. The
+image's subject and its attribute names are question-grammar ``vocabulary`` rows (SPEC §13), as
+a text version's are.
+
 Plain SQL only (``ON CONFLICT DO NOTHING``, no SQLite-only syntax); the two lookups that use
 ``json_each`` go through the backend (:class:`~grounding_core.sqlite_backend.SqliteBackend`).
 Meta fields are filtered when read, so the rows depend only on the field separators and
@@ -32,6 +39,7 @@ from typing import cast
 
 from .events import EVENT_KINDS, MEMORY_KINDS, Event, EventKind
 from .evidence import EvidenceDocument, EvidenceError, FrontMatter, parse_evidence_text
+from .images import MEASUREMENT_VERSION, ImageDocument, attribute_of_line, image_document_from_event, is_image_path
 from .index import ParseSettings
 from .sqlite_backend import DERIVED_VERSION, SqliteBackend, text_hash
 from .text import VALUE_TRAILING_PUNCTUATION, split_lines
@@ -49,7 +57,8 @@ def fingerprint(settings: ParseSettings) -> str:
     fields (not the meta fields, which are filtered when read).
     """
     return json.dumps({"definition": DERIVED_VERSION, "separators": list(settings.separators),
-                       "subject_fields": list(settings.subject_fields)}, ensure_ascii=False)
+                       "subject_fields": list(settings.subject_fields), "image_language": settings.image_language,
+                       "measurement": MEASUREMENT_VERSION}, ensure_ascii=False)
 
 
 def anchor_of(term: str) -> str:
@@ -60,8 +69,16 @@ def anchor_of(term: str) -> str:
 
 def parse_content(event: Event, settings: ParseSettings) -> EvidenceDocument:
     """The parsed text of an import event (a body-only document if its front matter no
-    longer parses, which settings cannot cause; stays total).
+    longer parses, which settings cannot cause; stays total). An image's event
+    (``images.image_event_text``) is its :class:`~grounding_core.images.ImageDocument`; one
+    whose measurement is of another ``MEASUREMENT_VERSION`` has no regions.
     """
+    if is_image_path(event.path):
+        image = image_document_from_event(event.path, event.sha256, event.text, settings.image_language)
+        if image is not None:
+            return image
+        return ImageDocument(path=event.path, sha256=event.sha256, text=event.text, lines=(), front=FrontMatter(),
+                             doc_id=event.doc_id, separators=("：",), subject_fields=())
     try:
         return parse_evidence_text(event.path, event.text, event.sha256, settings.separators,
                                    settings.subject_fields)
@@ -88,7 +105,9 @@ class Deriver:
         self.queue_fts = queue_fts
         self._field_terms: dict[str, str] = {}
         self._hashes: dict[str, int] = {}
-        self._lines: list[tuple[int, int, int, str, str, str | None, int, int]] = []
+        self._lines: list[tuple[int, int, int, str, str, str | None, int, int, str | None]] = []
+        self._regions: list[tuple[str, str, int, int]] = []
+        self._image_fields: set[str] = set()
         self._terms: set[tuple[str, str, str, str, int, int, int]] = set()
         self._fields: list[tuple[int, str]] = []
         self._fts: list[tuple[int]] = []
@@ -149,6 +168,9 @@ class Deriver:
         if doc.subject and doc.field_lines:  # question hook (SPEC §13): a known subject
             self._subjects.append((sh, s))
             self._names.add(("s", doc.subject))
+        if isinstance(doc, ImageDocument):
+            self._image_lines(doc, s)
+            return
         buffer, terms, hashed = self._lines, self._terms, self._hash
         for number, fl in doc.field_lines.items():
             name = fl.field
@@ -156,7 +178,7 @@ class Deriver:
             norm = normalize_fast(fl.value)
             term = norm.rstrip(VALUE_TRAILING_PUNCTUATION)
             th = text_hash(term)
-            buffer.append((fh, sh, th, name, norm, None if norm == fl.value else fl.value, number, s))
+            buffer.append((fh, sh, th, name, norm, None if norm == fl.value else fl.value, number, s, None))
             if len(term) >= 2:
                 terms.add((term[:3], term[3:6] if len(term) >= 6 else "", term, "v", fh, sh, th))
             if name not in self._field_terms:
@@ -169,6 +191,24 @@ class Deriver:
         if self.queue_fts:
             self._fts.append((s,))
         if len(buffer) >= BATCH_LINES:
+            self.flush()
+
+    def _image_lines(self, doc: ImageDocument, s: int) -> None:
+        """An image version's attributes: field lines keyed ``(SUBJECT#rN, FIELD)`` and
+        ``region_values`` rows; no known terms, no full-text rows (module docstring).
+        """
+        for number, fl in doc.field_lines.items():
+            subject = doc.line_subject(number)
+            norm = normalize_fast(fl.value)
+            self._lines.append((self._hash(fl.field), self._hash(subject),
+                                text_hash(norm.rstrip(VALUE_TRAILING_PUNCTUATION)), fl.field, norm,
+                                None if norm == fl.value else fl.value, number, s, subject))
+            self._regions.append((fl.field, fl.value, s, attribute_of_line(number)[0]))
+            if fl.field not in self._image_fields:  # (the field name is no known term either)
+                self._image_fields.add(fl.field)
+                self._fields.append((self._hash(fl.field), fl.field))
+                self._names.add(("f", fl.field))  # question hook (SPEC §13): a known field name
+        if len(self._lines) >= BATCH_LINES:
             self.flush()
 
     def _hash(self, text: str) -> int:
@@ -203,8 +243,11 @@ class Deriver:
         if fts:
             self.conn.executemany("INSERT INTO fts_queue (content_id) VALUES (?) ON CONFLICT DO NOTHING", fts)
         fields, self._fields = self._fields, []
+        regions, self._regions = self._regions, []
         if lines or terms:
             self.backend.write_field_lines(self.conn, lines, terms)
+        if regions:
+            self.backend.write_region_values(self.conn, regions)
         if fields:
             self.backend.write_fields(self.conn, fields)
         self._write_names()

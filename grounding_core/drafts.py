@@ -37,10 +37,11 @@ from markdown_it.token import Token
 from mdit_py_plugins.footnote import footnote_plugin
 from mdit_py_plugins.front_matter import front_matter_plugin
 
+from . import image_claims
 from . import memory as memory_claims
 from .evidence import DOC_ID_FORBIDDEN, YAML_LOADER, YAML_MERGE_TAG, front_matter_too_deep
 from .memory import MemoryUnitSpec
-from .model import CLAIM_KEYS, FIRST_LINE, CitationRef, Claim, Edit, Finding, MemoryRef, Span
+from .model import CLAIM_KEYS, FIRST_LINE, CitationRef, Claim, Edit, Finding, MemoryRef, RegionRef, Span
 from .text import LineIndex, char_name, has_letter_or_digit, shorten, split_lines
 
 NUMBER = r"[1-9][0-9]{0,17}"
@@ -366,6 +367,8 @@ class Definition:
     memory: MemoryRef | None = None
     """Set (and ``citation`` None) for a memory citation ``memory:S/K@N`` (SPEC §11)."""
     fix: Edit | None = None
+    region: RegionRef | None = None
+    """Set (and ``citation`` None) for an image citation ``DOC_ID@VERSION#rN`` (SPEC §12)."""
 
 
 def parse_markdown(text: str) -> ParsedDraft:
@@ -471,6 +474,7 @@ def _add_claim(draft: ParsedDraft, sentence: Sentence, label: str, ref_span: Spa
         sentence.text, sentence.span, definition.span,
         definition.citation if definition.error is None else None,
         definition.hash_prefix, definition.quote, label,
+        region=definition.region if definition.error is None else None,
         memory=definition.memory if definition.error is None else None,
     ))
 
@@ -505,6 +509,7 @@ def parse_definition(line: str, line_no: int, label: str) -> Definition:
     parts = rest[1:].split(" ", 2)
     id_text = parts[0]
     ref: CitationRef | None = None
+    region: RegionRef | None = None
     memory_ref: MemoryRef | None = None
     if memory_claims.is_memory_id(id_text):  # memory hook (SPEC §11): memory:SCOPE/KEY@VERSION
         shape = f'write it as [^{label}]: memory:SCOPE/KEY@VERSION sha256:HASH "KEY：VALUE"'
@@ -513,7 +518,12 @@ def parse_definition(line: str, line_no: int, label: str) -> Definition:
             return bad(problem, shape, id_text)
     else:
         m = ID_RE.fullmatch(id_text)
-        if m is None:
+        if m is None and image_claims.is_region_id(id_text):  # image hook (SPEC §12): DOC_ID@VERSION#rN
+            shape = image_claims.definition_shape(label)
+            region, problem = image_claims.parse_region_id(id_text)
+            if region is None:
+                return bad(problem, shape, id_text)
+        elif m is None:
             slip = ime_slip(id_text)
             if slip is None:
                 return bad(_id_problem(id_text), shape, id_text)
@@ -525,7 +535,8 @@ def parse_definition(line: str, line_no: int, label: str) -> Definition:
                 fix=Edit(Span.line(line_no, id_col, id_col + len(id_text)), fixed,
                          f"Write the citation id in ASCII: {shorten(fixed, 60)}"),
             )
-        ref = CitationRef(m["doc_id"], int(m["version"]), int(m["line"]))
+        else:
+            ref = CitationRef(m["doc_id"], int(m["version"]), int(m["line"]))
     if len(parts) < 2 or not parts[1].startswith("sha256:"):
         return bad("the sha256 hash is missing after the citation id", shape, id_text)
     hex_text = parts[1][len("sha256:"):]
@@ -561,7 +572,7 @@ def parse_definition(line: str, line_no: int, label: str) -> Definition:
     if after.strip(" "):
         return bad(f"only spaces may follow the closing quote, found {after.strip()!r}", shape, id_text)
     quote = tail[1:last]
-    return Definition(label, line_no, span, id_text, ref, hex_text, quote, memory=memory_ref)
+    return Definition(label, line_no, span, id_text, ref, hex_text, quote, memory=memory_ref, region=region)
 
 
 def _id_problem(id_text: str) -> str:
@@ -1214,6 +1225,15 @@ def parse_json_answer(text: str) -> ParsedDraft:
 
 def _json_claim(draft: ParsedDraft, claim: Any, ptr: str, span_of: Any, malformed: Any) -> None:
     obj_span: Span = span_of(ptr)
+    if image_claims.is_json_image_claim(claim):  # image hook (SPEC §12, §15): the nine keys
+        parsed = image_claims.parse_json_image_claim(claim, ptr, span_of, malformed)
+        draft.claims.append(Claim(
+            sentence=claim["text"] if isinstance(claim.get("text"), str) else "", sentence_span=obj_span,
+            citation_span=obj_span, citation=None, hash_prefix=parsed.sha256, quote=parsed.quote,
+            json_text=parsed.text, json_field=parsed.field, json_sha256=parsed.sha256,
+            value_spans=parsed.value_spans, region=parsed.ref,
+        ))
+        return
     if memory_claims.is_json_memory_claim(claim):  # memory hook (SPEC §11): the seven keys
         draft.claims.append(memory_claims.json_claim(claim, ptr, span_of, malformed))
         return
@@ -1224,6 +1244,8 @@ def _json_claim(draft: ParsedDraft, claim: Any, ptr: str, span_of: Any, malforme
     ok = True
     for key in sorted(set(claim) - set(CLAIM_KEYS)):
         malformed(span_of(f"{ptr}/{_escape(key)}", key=True), f"unknown claim key {key!r}",
+                  "A text claim carries no support_type (only image claims do, with region);"
+                  " a claim has exactly: " + ", ".join(CLAIM_KEYS) if key == "support_type" else
                   "A claim has exactly: " + ", ".join(CLAIM_KEYS))
         ok = False
     for key in CLAIM_KEYS:

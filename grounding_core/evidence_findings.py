@@ -26,6 +26,8 @@ import datetime as dt
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from .conflicts import source_id
+from .images import ImageDocument, is_image_path
 from .index import ConflictKey, IndexSnapshot, KeyedLine, KeySummary, LineIdentity, VersionRecord, keyed_lines_of
 from .model import Finding, Location, Span
 from .text import normalize, shorten
@@ -77,6 +79,8 @@ class KeyConflict:
         return others_made + tuple(mine)
 
     def _location(self, kl: KeyedLine) -> Location:
+        if is_image_path(kl.path):  # an image attribute: the file's first line, the region named
+            return Location(self._display(kl.path), 1, f"{source_id(kl)} {kl.field}：{kl.value}", "")
         lines = self._texts.get((kl.doc_id, kl.version))
         if lines is None:
             record = self._snapshot.record(kl.doc_id, kl.version)
@@ -137,6 +141,12 @@ def conflict_findings(record: VersionRecord, cache: ConflictCache) -> list[Findi
     for kl in keyed_lines_of(doc, record, snapshot.settings):
         conflict = cache.conflict(kl.key)
         if conflict is None:
+            continue
+        if isinstance(doc, ImageDocument):  # an image has no text lines: on its first, naming the region
+            region = kl.subject.rpartition("#")[2] if kl.subject else ""
+            out.append(Finding("field-conflict", Span(0, 0, 0, 0),
+                               f"{region} {kl.field}：{kl.value}: {conflict.message}", hint=CONFLICT_HINT,
+                               related=conflict.related(kl, normalize(kl.value))))
             continue
         text = doc.lines[kl.line - 1]
         out.append(Finding("field-conflict", Span.line(kl.line - 1, 0, len(text)), conflict.message,

@@ -76,7 +76,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .evidence import DOC_ID_FORBIDDEN, EvidenceError, FrontMatter, default_doc_id, parse_front_matter
+from .evidence import (
+    DOC_ID_FORBIDDEN,
+    EvidenceDocument,
+    EvidenceError,
+    FrontMatter,
+    default_doc_id,
+    parse_front_matter,
+)
+from .model import FieldLine
 from .text import split_lines, strip_bom
 
 if TYPE_CHECKING:
@@ -321,6 +329,29 @@ def measured_words(language: str = "zh") -> tuple[str, ...]:
     if _check_language(language) == "zh":
         return (*dict.fromkeys(COLORS.values()), *SHAPES.values(), *SIZES.values())
     return (*COLORS, *SHAPES, *SIZES)
+
+
+ATTRIBUTES_PER_REGION = 5
+
+
+def attribute_line_number(region: int, field_index: int) -> int:
+    """The 1-based line number of one attribute of an image version: region ``r1``'s five
+    attributes (in :data:`FIELDS` order, ``field_index`` 0..4) are lines 1-5, ``r2``'s 6-10, ….
+
+    An image has no text lines; this number is the identity of a region attribute wherever
+    an evidence line is counted (SPEC §15: ``same_key_sources_checked``, coverage's D), so
+    ``(doc_id, version, line)`` stands for ``(doc_id, version, region, field)``.
+    """
+    if region < 1 or not 0 <= field_index < ATTRIBUTES_PER_REGION:
+        raise ValueError(f"no attribute {field_index} of region {region}")
+    return (region - 1) * ATTRIBUTES_PER_REGION + field_index + 1
+
+
+def attribute_of_line(line: int) -> tuple[int, int]:
+    """The inverse of :func:`attribute_line_number`: ``(region number, field index)``."""
+    if line < 1:
+        raise ValueError(f"line {line} is not an attribute line")
+    return (line - 1) // ATTRIBUTES_PER_REGION + 1, (line - 1) % ATTRIBUTES_PER_REGION
 
 
 def attribute_lines(region: Region, separator: str = "：") -> tuple[str, ...]:
@@ -715,3 +746,123 @@ def image_doc_id(png_path: str, front: FrontMatter) -> str:
 def image_subject(doc_id: str, front: FrontMatter) -> str:
     """The sidecar's ``subject``, else the doc_id (SPEC §15: an image's subject is never none)."""
     return front.subject if front.subject is not None else doc_id
+
+
+# --------------------------------------------------------------- the indexed document
+
+
+IMAGE_TEXT_KIND = "grounding-image/1"
+"""The ``kind`` of an image import event's text (see :func:`image_event_text`)."""
+
+
+def is_image_path(rel_path: str) -> bool:
+    """Whether an evidence path is an image document (SPEC §12: a ``.png`` file, any case)."""
+    return rel_path.lower().endswith(".png")
+
+
+def image_event_text(sidecar_text: str, measurement: Measurement) -> str:
+    """The text an image's ``import`` event keeps in the log (SPEC §4: every version's content
+    is kept): a JSON object ``{"kind", "sidecar", "measurement"}`` with the sidecar's text
+    (BOM removed, "" without a sidecar) and :meth:`Measurement.to_dict`. Deterministic (sorted
+    keys, no whitespace), so the same PNG with the same sidecar gives the same text.
+    """
+    import json
+
+    return json.dumps({"kind": IMAGE_TEXT_KIND, "sidecar": sidecar_text, "measurement": measurement.to_dict()},
+                      ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def read_image_event_text(text: str) -> tuple[str, dict[str, Any]] | None:
+    """``(sidecar text, measurement dict)`` of an :func:`image_event_text`, or None when
+    ``text`` is not one.
+    """
+    import json
+
+    if not text.startswith("{"):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("kind") != IMAGE_TEXT_KIND:
+        return None
+    sidecar, measurement = data.get("sidecar"), data.get("measurement")
+    if not isinstance(sidecar, str) or not isinstance(measurement, dict):
+        return None
+    return sidecar, measurement
+
+
+@dataclass(frozen=True)
+class ImageDocument(EvidenceDocument):
+    """An image version as the index reads it (SPEC §12): ``text`` is what its import event
+    keeps (:func:`image_event_text`: the sidecar and the measurement); its *lines* are the
+    regions' measured attributes, ``FIELD：VALUE`` in :data:`FIELDS` order, five per region (line
+    :func:`attribute_line_number`), so each attribute is a field line of the version;
+    ``front`` comes from the sidecar (``end_line`` 0: no line is front matter); ``subject``
+    is the sidecar's or the doc_id. :meth:`line_subject` gives the conflict-key subject of one
+    attribute line, ``SUBJECT#rN`` (SPEC §12: regions never conflict with each other).
+    """
+
+    measurement: Measurement | None = None
+
+    @functools.cached_property
+    def field_lines(self) -> dict[int, FieldLine]:
+        out: dict[int, FieldLine] = {}
+        if self.measurement is None:
+            return out
+        for region in self.measurement.regions:
+            for index, (name, value) in enumerate(region.attributes):
+                out[attribute_line_number(region.number, index)] = FieldLine(f"{name}：{value}", name, value)
+        return out
+
+    @functools.cached_property
+    def subject(self) -> str | None:
+        return image_subject(self.doc_id, self.front)
+
+    def line_subject(self, line: int) -> str:
+        """``SUBJECT#rN`` for an attribute line of region N."""
+        return f"{self.subject}#r{attribute_of_line(line)[0]}"
+
+
+def image_document(rel_path: str, sha256: str, sidecar_text: str, measurement: Measurement,
+                   language: str = "zh") -> ImageDocument:
+    """The :class:`ImageDocument` of one PNG (``sha256`` of its bytes) with its sidecar's text.
+
+    Raises :class:`EvidenceError` ``invalid-front-matter`` for a bad sidecar or default doc_id.
+    """
+    front = parse_sidecar(sidecar_text.encode("utf-8")) if sidecar_text else FrontMatter()
+    doc_id = image_doc_id(rel_path, front)
+    measured = measurement.in_language(language)
+    lines = tuple(line for region in measured.regions for line in attribute_lines(region))
+    return ImageDocument(path=rel_path, sha256=sha256, text=image_event_text(sidecar_text, measurement),
+                         lines=lines, front=front, doc_id=doc_id, separators=("：",), subject_fields=(),
+                         measurement=measured)
+
+
+def sidecar_text(data: bytes) -> str:
+    """The text of a sidecar's bytes (BOM removed), after :func:`parse_sidecar` accepted them.
+
+    Raises :class:`EvidenceError` ``invalid-front-matter`` as :func:`parse_sidecar` does, with
+    the message naming the sidecar.
+    """
+    try:
+        parse_sidecar(data)
+    except EvidenceError as exc:
+        raise EvidenceError(exc.name, f"the sidecar (line {exc.line}): {exc.message}", line=1,
+                            hint=exc.hint) from None
+    return strip_bom(data.decode("utf-8"))
+
+
+def image_document_from_event(rel_path: str, sha256: str, text: str, language: str = "zh") -> ImageDocument | None:
+    """The document of an image import event's text (:func:`image_event_text`), or None when
+    the text is not an image's or its measurement is of another :data:`MEASUREMENT_VERSION`.
+    """
+    parsed = read_image_event_text(text)
+    if parsed is None:
+        return None
+    sidecar, data = parsed
+    try:
+        measurement = Measurement.from_dict(data)
+        return image_document(rel_path, sha256, sidecar, measurement, language)
+    except (ValueError, EvidenceError):
+        return None

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from .evidence import EvidenceDocument
+from .images import ImageDocument, Measurement
 from .memory import MemoryEntry, active_of
 from .text import normalize, normalize_value
 
@@ -92,6 +93,8 @@ class ParseSettings:
     separators: tuple[str, ...] = ("：",)
     meta_fields: tuple[str, ...] = ("版本说明", "来源", "性质")
     subject_fields: tuple[str, ...] = ("主题",)
+    image_language: str = "zh"
+    """Names of measured image attributes (SPEC §15): the field names of image versions."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -406,6 +409,27 @@ class IndexSnapshot(ABC):
         """False while the full-text rows are still being built (search may miss lines)."""
         return True
 
+    # -- image evidence (SPEC §12) -----------------------------------------------------------
+
+    def measurement(self, sha256: str) -> Measurement | None:
+        """The measured regions of the image content with this sha256 (attribute names in
+        Chinese; :meth:`Measurement.in_language` renames them), or None when no image with
+        that content was indexed (a text version, an unknown hash). One indexed lookup: the
+        index caches each content's measurement by sha256 when a scan reads it, so a check
+        never decodes a PNG.
+        """
+        return None
+
+    def regions_matching(self, conditions: Sequence[tuple[str, str]], today: dt.date,
+                         limit: int = 50) -> list[tuple[VersionRecord, int, str]]:
+        """Regions of active images whose measured attributes hold every ``(field, value)`` of
+        ``conditions`` (names in the index's image language, values verbatim), as
+        ``(version record, region number, conflict-key subject SUBJECT#rN)`` sorted by
+        (doc_id, version, region), at most ``limit`` (SPEC §13 measured questions). An
+        indexed lookup on (field, value); an implementation without image evidence finds none.
+        """
+        return []
+
     # -- the closed question grammar (SPEC §13, §15) ----------------------------------------
 
     @abstractmethod
@@ -508,8 +532,13 @@ class EmptySnapshot(IndexSnapshot):
 
 
 def keyed_lines_of(doc: EvidenceDocument, record: VersionRecord, settings: ParseSettings) -> list[KeyedLine]:
-    """The non-meta field lines of one version, in line order (SPEC §3 field lines)."""
+    """The non-meta field lines of one version, in line order (SPEC §3 field lines); an image's
+    attributes under their region's subject ``SUBJECT#rN`` (SPEC §12).
+    """
     meta = settings.meta_fields
+    if isinstance(doc, ImageDocument):
+        return [KeyedLine(record.doc_id, record.version, number, doc.line_subject(number), fl.field, fl.value,
+                          record.path) for number, fl in doc.field_lines.items()]
     return [KeyedLine(record.doc_id, record.version, number, doc.subject, fl.field, fl.value, record.path)
             for number, fl in doc.field_lines.items() if fl.field not in meta]
 

@@ -63,6 +63,8 @@ RULES: dict[str, Rule] = {
              "Declared status or missing_fields differ from the computed ones."),
         Rule("GR115", "context-undeclared", Severity.INFORMATION, "No context declared; visibility not checked."),
         Rule("GR116", "invalid-context", Severity.ERROR, "The declared context cannot be used."),
+        Rule("GR117", "unsupported-attribute", Severity.ERROR,
+             "An image claim quotes an attribute the measurement does not produce."),
         Rule("GR201", "unreadable-evidence", Severity.WARNING,
              "Evidence file not UTF-8, binary, or outside the root."),
         Rule("GR202", "duplicate-doc-id", Severity.ERROR, "Two evidence files claim one doc_id."),
@@ -74,6 +76,11 @@ RULES_BY_CODE: dict[str, Rule] = {r.code: r for r in RULES.values()}
 
 CLAIM_KEYS: tuple[str, ...] = ("text", "quote", "id", "doc_id", "version", "line", "sha256", "field")
 """The eight keys of a claim, in the order of SPEC §5; the answer wire writes them in this order."""
+
+IMAGE_CLAIM_KEYS: tuple[str, ...] = (
+    "text", "quote", "id", "doc_id", "version", "region", "sha256", "field", "support_type")
+"""The nine keys of an image claim (SPEC §12, §15), in the order the answer wire writes them;
+``support_type`` is always ``"measured"`` and ``region`` is ``"r1"``, ``"r2"``, …"""
 
 MEMORY_CLAIM_KEYS: tuple[str, ...] = ("text", "quote", "id", "scope", "key", "version", "sha256")
 """The seven keys of a memory claim (SPEC §11), in the order the answer wire writes them."""
@@ -177,6 +184,24 @@ class CitationRef:
 
 
 @dataclass(frozen=True, slots=True)
+class RegionRef:
+    """The parts an image claim cites: ``DOC_ID@VERSION#rN`` (SPEC §12); ``region`` is N (1-based)."""
+
+    doc_id: str
+    version: int
+    region: int
+
+    @property
+    def name(self) -> str:
+        """``r2`` for region 2, as written after ``#``."""
+        return f"r{self.region}"
+
+    @property
+    def id(self) -> str:
+        return f"{self.doc_id}@{self.version}#r{self.region}"
+
+
+@dataclass(frozen=True, slots=True)
 class MemoryRef:
     """The parts a memory claim cites: ``memory:SCOPE/KEY@VERSION`` (SPEC §11)."""
 
@@ -194,9 +219,9 @@ class Claim:
     """One claim of a draft: a sentence (or JSON claim object) and the citation it holds.
 
     ``citation`` is None when the citation could not be parsed (a GR101 finding was raised
-    already) or when the claim cites a memory entry (``memory`` is set). ``sentence`` is the
-    claim text as written in the draft (Markdown: the sentence with references; JSON: the
-    ``text`` value). Spans are in the draft.
+    already) or when the claim cites an image region (``region`` is set) or a memory entry
+    (``memory`` is set). ``sentence`` is the claim text as written in the draft (Markdown: the
+    sentence with references; JSON: the ``text`` value). Spans are in the draft.
     """
 
     sentence: str
@@ -210,6 +235,8 @@ class Claim:
     json_field: str | None = None
     json_sha256: str | None = None
     value_spans: tuple[tuple[str, Span], ...] = ()
+    region: RegionRef | None = None
+    """Set for an image claim (SPEC §12); ``citation`` is then None."""
     memory: MemoryRef | None = None
     """Set for a memory claim (SPEC §11); ``citation`` is then None."""
 

@@ -29,7 +29,7 @@ import json_source_map
 
 from .drafts import REF_RE, ParsedDraft, label_problem, parse_definition
 from .index import IndexSnapshot, VersionRecord
-from .model import CitationRef, Claim, DraftReport, Edit, Finding, Span
+from .model import CitationRef, Claim, DraftReport, Edit, Finding, RegionRef, Span
 from .text import LineIndex, shorten
 
 _DEFINITION_START = re.compile(r"\[\^([^\]\s]+)\]:")
@@ -54,13 +54,26 @@ class CitationTarget:
 
 
 @dataclass(frozen=True, slots=True)
+class RegionTarget:
+    """An image citation under the cursor (SPEC §12): ``region`` is ``DOC_ID@VERSION#rN``;
+    ``span``, ``hash_prefix``, ``quote`` and ``used`` as for :class:`CitationTarget`.
+    """
+
+    span: Span
+    region: RegionRef
+    hash_prefix: str | None
+    quote: str | None
+    used: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class ContextTarget:
     """The draft's ``context`` declaration under the cursor (key and value span)."""
 
     span: Span
 
 
-Target = CitationTarget | ContextTarget
+Target = CitationTarget | RegionTarget | ContextTarget
 
 
 def target_at(draft: ParsedDraft, line: int, col: int) -> Target | None:
@@ -92,16 +105,21 @@ def _markdown_target(draft: ParsedDraft, line: int, col: int) -> Target | None:
         return None
     label = match[1]
     definition = parse_definition(text, line, label)
+    start = definition.span.start_col
+    if definition.region is not None and definition.error is None:  # image hook (SPEC §12)
+        used = any(c.label == label and c.region is not None and c.citation_span.start_line == line
+                   for c in draft.claims)
+        return RegionTarget(Span.line(line, start, start + len(definition.id_text)), definition.region,
+                            definition.hash_prefix, definition.quote, used)
     if definition.citation is None:
         return None
     used = any(c.label == label and c.citation is not None and c.citation_span.start_line == line
                for c in draft.claims)
-    start = definition.span.start_col
     return CitationTarget(Span.line(line, start, start + len(definition.id_text)), definition.citation,
                           definition.hash_prefix, definition.quote, used)
 
 
-def _reference_at(draft: ParsedDraft, line: int, col: int) -> CitationTarget | None:
+def _reference_at(draft: ParsedDraft, line: int, col: int) -> CitationTarget | RegionTarget | None:
     text = draft.lines[line]
     matches = [m for m in REF_RE.finditer(text) if m.start() <= col <= m.end()]
     matches.sort(key=lambda m: m.end() == col)  # on a reference beats just after one
@@ -112,6 +130,9 @@ def _reference_at(draft: ParsedDraft, line: int, col: int) -> CitationTarget | N
             s = claim.sentence_span
             if (claim.label == m[1] and s.start_line == line and s.start_col <= m.start()
                     and m.end() <= s.end_col):
+                if claim.region is not None:
+                    return RegionTarget(Span.line(line, m.start(), m.end()), claim.region,
+                                        claim.hash_prefix, claim.quote)
                 if claim.citation is None:
                     return None
                 return CitationTarget(Span.line(line, m.start(), m.end()), claim.citation,
@@ -141,6 +162,8 @@ def _json_target(draft: ParsedDraft, line: int, col: int) -> Target | None:
     inside = [c for c in draft.claims if _contains(c.citation_span, line, col)]
     inside.sort(key=lambda c: (c.citation_span.start_line, c.citation_span.start_col), reverse=True)
     for claim in inside:
+        if claim.region is not None:
+            return RegionTarget(claim.citation_span, claim.region, claim.hash_prefix, claim.quote)
         if claim.citation is None:
             return None
         return CitationTarget(claim.citation_span, claim.citation, claim.hash_prefix, claim.quote)
@@ -199,6 +222,43 @@ def locate(citation: CitationRef, snapshot: IndexSnapshot, evidence_root: Path) 
     return EvidenceLine(record, tuple(lines), citation.line, on_disk)
 
 
+@dataclass(frozen=True, slots=True)
+class EvidenceImage:
+    """Where a cited image region lives: the version ``record``, the region (``"r2"``) and
+    ``on_disk`` as for :class:`EvidenceLine` (the PNG file still holds exactly that content).
+    """
+
+    record: VersionRecord
+    region: str
+    on_disk: bool
+
+
+def locate_region(region: RegionRef, snapshot: IndexSnapshot, evidence_root: Path) -> EvidenceImage | None:
+    """The image version ``region`` points at, or None when the version is unknown or not an
+    image. The region itself need not exist (the image still opens). Reads and hashes the PNG
+    when the version is the newest: call it in a worker thread.
+    """
+    record = snapshot.record(region.doc_id, region.version)
+    if record is None or snapshot.measurement(record.sha256) is None:
+        return None
+    newest = snapshot.newest(region.doc_id)
+    on_disk = newest is not None and newest.version == record.version and file_holds(evidence_root, record)
+    return EvidenceImage(record, region.name, on_disk)
+
+
+def read_image(evidence_root: Path, record: VersionRecord) -> bytes | None:
+    """The PNG bytes of ``record`` when its file still holds exactly that content, else None
+    (the index keeps every version's measurement, not its pixels).
+    """
+    if not record.path:
+        return None
+    try:
+        data = (evidence_root / record.path).read_bytes()
+    except OSError:
+        return None
+    return data if hashlib.sha256(data).hexdigest() == record.sha256 else None
+
+
 def file_holds(evidence_root: Path, record: VersionRecord) -> bool:
     """True when the file of ``record`` (under ``evidence_root``) hashes to its sha256."""
     if not record.path:
@@ -252,10 +312,10 @@ def _cited_text(ref: CitationRef, quote: str | None, snapshot: IndexSnapshot) ->
     return lines[ref.line - 1] if 1 <= ref.line <= len(lines) else None
 
 
-__all__ = ["CitationHint", "CitationLink", "CitationTarget", "ContextTarget", "EvidenceLine", "OutlineItem",
-           "Reference", "RenameError", "Target", "citation_hints", "citation_links", "cited_line", "citing_spans",
-           "file_holds", "label_at", "locate", "nearest_occurrence", "outline", "references_of", "rename_label",
-           "target_at"]
+__all__ = ["CitationHint", "CitationLink", "CitationTarget", "ContextTarget", "EvidenceImage", "EvidenceLine",
+           "OutlineItem", "Reference", "RegionTarget", "RenameError", "Target", "citation_hints", "citation_links",
+           "cited_line", "citing_spans", "file_holds", "label_at", "locate", "locate_region", "nearest_occurrence",
+           "outline", "read_image", "references_of", "rename_label", "target_at"]
 
 
 # ------------------------------------------------------------------ footnote references

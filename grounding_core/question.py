@@ -44,6 +44,7 @@ from .answer import AnswerDraft, generate_answer
 from .budget import build_answer
 from .context import compile_context
 from .drafts import ContextSpec
+from .image_questions import MeasuredAnswer, MeasuredVocabulary, answer_measured
 from .index import IndexSnapshot, VocabularyTerm
 from .model import Status
 
@@ -205,6 +206,14 @@ def _remove_stopwords(text: str, covered: list[bool], stopwords: Sequence[str]) 
 # -- answers -----------------------------------------------------------------------------------
 
 
+def default_vocabulary(snapshot: IndexSnapshot, config: Config) -> Vocabulary:
+    """The grammar's vocabulary for ``grounding answer``: the snapshot's subjects and field names
+    plus the measured image values (colours, shapes, sizes) in ``config.image_language``
+    (``image_questions.MeasuredVocabulary``; SPEC §12, §13).
+    """
+    return CombinedVocabulary((SnapshotVocabulary(snapshot), MeasuredVocabulary(config.image_language)))
+
+
 def answer_question(
     snapshot: IndexSnapshot,
     config: Config,
@@ -215,8 +224,14 @@ def answer_question(
     limit: int = 1500,
     reserve: int = 240,
     vocabulary: Vocabulary | None = None,
-) -> AnswerDraft:
+) -> AnswerDraft | MeasuredAnswer:
     """``grounding answer`` (SPEC §13): the grammar when ``fields`` is empty, then the generator.
+
+    The default vocabulary is the snapshot's subjects and field names plus the measured image
+    values of ``config.image_language`` (:func:`default_vocabulary`); a question whose reading
+    has measured values (and nothing unsupported) is answered from image regions by
+    ``image_questions.answer_measured`` (a ``MeasuredAnswer``, with the same ``wire``,
+    ``facts``, ``conflicts``, ``notes``, ``json_text()`` and ``markdown()``; SPEC §12, §13).
 
     The returned draft's :attr:`AnswerDraft.facts` carry ``reason``, ``support_scope``,
     ``same_key_sources_checked`` and, when they apply, ``conflict_evidence`` (every source),
@@ -225,7 +240,7 @@ def answer_question(
     """
     asked = list(dict.fromkeys(fields or ()))
     if not asked:
-        parsed = parse_question(question, vocabulary or SnapshotVocabulary(snapshot), today,
+        parsed = parse_question(question, vocabulary or default_vocabulary(snapshot, config), today,
                                 config.query_stopwords)
         named = list(parsed.subjects)
         if subject is not None and subject not in named:
@@ -234,6 +249,8 @@ def answer_question(
         if parsed.unsupported:
             return _refused(snapshot, config, today, question, asked, subject, limit, reserve,
                             "unsupported_terms", unsupported_terms=list(parsed.unsupported))
+        if parsed.measured:  # image hook (SPEC §12, §13): measured values name image regions
+            return answer_measured(snapshot, config, today, question, parsed.measured, parsed.fields, reserve)
         if len(named) >= 2:
             return _refused(snapshot, config, today, question, asked, None, limit, reserve,
                             "ambiguous_subject", subjects=named)
@@ -302,4 +319,4 @@ def _notes(reason: str, extra: dict[str, Any]) -> tuple[str, ...]:
 
 
 __all__ = ["DEFAULT_QUERY_STOPWORDS", "SUPPORT_SCOPE", "CombinedVocabulary", "ParsedQuestion",
-           "SnapshotVocabulary", "Vocabulary", "answer_question", "parse_question"]
+           "SnapshotVocabulary", "Vocabulary", "answer_question", "default_vocabulary", "parse_question"]

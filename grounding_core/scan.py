@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .config import Config
+from .images import is_image_path
 from .model import Finding, Location, Span
 from .text import is_printable_path, printable_path
 
@@ -294,14 +295,35 @@ def _consider(config: Config, root: Path, full: str, rel: str, listing: Listing,
         else:
             return
     inodes[key] = rel
-    listing.candidates[rel] = Candidate(target, StatKey.of(st))
+    listing.candidates[rel] = Candidate(target, image_key(target, StatKey.of(st)) if is_image_path(rel)
+                                        else StatKey.of(st))
+
+
+SIDECAR_SIZE_SHIFT = 40
+"""An image's stat key holds its sidecar's size above this bit (PNGs stay below a terabyte)."""
+
+
+def image_key(png: str, key: StatKey) -> StatKey:
+    """The stat key of an image with its sidecar ``png + ".yaml"`` (SPEC §12: the sidecar is
+    watched like evidence): the size holds the sidecar's size plus one above
+    :data:`SIDECAR_SIZE_SHIFT` (0 without a sidecar), mtime and ctime are the later of the
+    two files', the inode is the image's. Any change of the sidecar (written, replaced,
+    deleted) changes its ctime or size, so the image is read again with it.
+    """
+    try:
+        side = os.stat(png + ".yaml")
+    except OSError:
+        return key
+    return StatKey(key.size + ((side.st_size + 1) << SIDECAR_SIZE_SHIFT), max(key.mtime_ns, side.st_mtime_ns),
+                   max(key.ctime_ns, side.st_ctime_ns), key.inode)
 
 
 def resolve_paths(config: Config, paths: Iterable[str]) -> Listing:
     """Look only at ``paths`` (relative to the evidence root, ``/``-separated, as a file
     watcher names them): files, folders (walked) and paths that no longer exist (their rows,
     and rows under them when they were folders, are dropped). Paths outside the root, under
-    ``.git``/``.grounding`` or below a symlinked folder are ignored, as a walk would.
+    ``.git``/``.grounding`` or below a symlinked folder are ignored, as a walk would. An
+    image's sidecar ``NAME.png.yaml`` stands for its image ``NAME.png`` (SPEC §12).
     """
     listing = Listing(full=False)
     root = config.evidence_root
@@ -310,6 +332,7 @@ def resolve_paths(config: Config, paths: Iterable[str]) -> Listing:
         rel = raw.replace(os.sep, "/").strip("/")
         while rel.startswith("./"):
             rel = rel[2:]
+        rel = config.evidence_path_for(rel) or rel  # an image's sidecar names its image (SPEC §12)
         parts = rel.split("/") if rel else []
         if not parts or any(p in ("", ".", "..") for p in parts) or any(p in SKIP_DIRS for p in parts):
             continue

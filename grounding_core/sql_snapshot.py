@@ -15,11 +15,12 @@ lookup answers "nothing" without asking the database.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import sqlite3
 import threading
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar, cast
@@ -28,6 +29,7 @@ from . import memory_store
 from .derived import parse_content
 from .events import Event
 from .evidence import EvidenceDocument, FrontMatter, parse_field_line
+from .images import MEASUREMENT_VERSION, ImageDocument, Measurement, is_image_path
 from .index import (
     ConflictKey,
     IndexSnapshot,
@@ -155,6 +157,31 @@ class SnapshotSource(Protocol):
     settings: ParseSettings
     documents: DocumentCache
     derivation: int
+    measurements: MeasurementCache
+
+
+class MeasurementCache:
+    """Image measurements by sha256 (SPEC §12), least recently used first out, at most
+    ``limit`` entries. Thread-safe; entries never go stale (a sha256 names fixed bytes).
+    """
+
+    def __init__(self, limit: int = 256) -> None:
+        self.limit = limit
+        self._items: OrderedDict[str, Measurement] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, sha256: str) -> Measurement | None:
+        with self._lock:
+            found = self._items.get(sha256)
+            if found is not None:
+                self._items.move_to_end(sha256)
+            return found
+
+    def put(self, sha256: str, measurement: Measurement) -> None:
+        with self._lock:
+            self._items[sha256] = measurement
+            while len(self._items) > self.limit:
+                self._items.popitem(last=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,7 +362,7 @@ class SqlSnapshot(IndexSnapshot):
                 raise KeyError(f"{record.doc_id}@{record.version}: no content {record.content_id}")
             event = Event(int(row[0]), "import", str(row[2]), int(row[3]), str(row[4]), str(row[5]),
                           str(row[6]), bool(row[7]))
-            if record.front_end >= 0 and record.line_count >= 0:
+            if record.front_end >= 0 and record.line_count >= 0 and not is_image_path(event.path):
                 settings = self.settings
                 front = FrontMatter(
                     end_line=record.front_end, doc_id=record.doc_id,
@@ -405,7 +432,9 @@ class SqlSnapshot(IndexSnapshot):
             return None
         return text_hash(field_name), text_hash(subject_text), field_name, subject_text
 
-    KEY_WHERE = "f.fh = ? AND f.sh = ? AND f.field = ? AND v.subject = ?"
+    KEY_WHERE = "f.fh = ? AND f.sh = ? AND f.field = ? AND COALESCE(f.subject, v.subject) = ?"
+    """A key's lines: an image attribute's subject is its own (``SUBJECT#rN``), a text line's is
+    its version's."""
 
     def key_lines(self, key: ConflictKey, today: dt.date) -> list[KeyedLine]:
         stored = self._key(key)
@@ -498,6 +527,11 @@ class SqlSnapshot(IndexSnapshot):
         if record is None or not self.is_active(record, today):
             return None
         doc = self.document(record)
+        if isinstance(doc, ImageDocument):  # an image attribute: its region's own subject
+            fl = doc.field_lines.get(line)
+            if fl is None or (doc.line_subject(line), fl.field) != key:
+                return None
+            return KeyedLine(doc_id, version, line, key[0], fl.field, fl.value, record.path)
         fl = None if doc.is_front_matter_line(line) or not 0 < line <= len(doc.lines) else \
             parse_field_line(doc.lines[line - 1], doc.separators)
         if fl is None or (record.subject, fl.field) != key:
@@ -516,7 +550,8 @@ class SqlSnapshot(IndexSnapshot):
         while row is not None and row[0] is not None:
             sh = int(row[0])
             for (subject,) in conn.execute(
-                    "SELECT DISTINCT v.subject FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
+                    "SELECT DISTINCT COALESCE(f.subject, v.subject) FROM field_lines AS f"
+                    " JOIN versions AS v ON v.content_id = f.content_id"
                     " WHERE f.fh = ? AND f.sh = ? AND f.field = ?", (fh, sh, safe)).fetchall():
                 if self._any_active(today, self.KEY_WHERE, (fh, sh, safe, str(subject))):
                     subjects.add(str(subject))
@@ -597,7 +632,8 @@ class SqlSnapshot(IndexSnapshot):
         active, params = self._active(today)
         meta, meta_params = self._not_meta("f")
         return self._rows(
-            "SELECT COALESCE(f.value, f.norm), v.doc_id, v.version, f.line, v.path, v.subject, f.field"
+            "SELECT COALESCE(f.value, f.norm), v.doc_id, v.version, f.line, v.path,"
+            " COALESCE(f.subject, v.subject), f.field"
             " FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
             f" WHERE f.fh = ? AND f.sh = ? AND f.th = ? AND rtrim(f.norm, ?) = ? AND {meta} AND {active}"
             " ORDER BY v.doc_id, v.version, f.line LIMIT ?",
@@ -750,7 +786,11 @@ class SqlSnapshot(IndexSnapshot):
             for cid, doc_id, version in rows:
                 record = VersionRecord(str(doc_id), int(str(version)), "", "", False, int(str(cid)))
                 doc = self.document(record)
-                for fl in doc.field_lines.values():
+                image = doc if isinstance(doc, ImageDocument) else None
+                for number, fl in doc.field_lines.items():
+                    if image is not None:
+                        keys.add((image.line_subject(number), fl.field))
+                        continue  # image attributes are no known terms
                     keys.add((doc.subject, fl.field))
                     terms.add(normalize(fl.field))
                     terms.add(normalize(fl.value).rstrip(PUNCTUATION))
@@ -759,10 +799,13 @@ class SqlSnapshot(IndexSnapshot):
         fields: set[str] = set()
         for start in range(0, len(cids), CHANGED_CHUNK):  # one scan of field_lines per chunk
             chunk = cids[start:start + CHANGED_CHUNK]
-            for subject, name, norm in self._rows(
-                    "SELECT DISTINCT v.subject, f.field, f.norm FROM field_lines AS f"
+            for subject, name, norm, line_subject in self._rows(
+                    "SELECT DISTINCT v.subject, f.field, f.norm, f.subject FROM field_lines AS f"
                     " JOIN versions AS v ON v.content_id = f.content_id"
                     f" WHERE f.content_id IN ({', '.join('?' for _ in chunk)})", chunk):
+                if line_subject is not None:  # an image attribute: its region's key, no known term
+                    keys.add((str(line_subject), str(name)))
+                    continue
                 keys.add((str(subject) or None, str(name)))
                 fields.add(str(name))
                 terms.add(str(norm).rstrip(PUNCTUATION))
@@ -773,8 +816,9 @@ class SqlSnapshot(IndexSnapshot):
         active, params = self._active(today)
         meta, meta_params = self._not_meta("f")
         rows = self._rows(
-            "SELECT v.subject, f.field FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
-            f" WHERE {active} AND {meta} GROUP BY f.fh, f.sh, f.field, v.subject"
+            "SELECT COALESCE(f.subject, v.subject), f.field FROM field_lines AS f"
+            " JOIN versions AS v ON v.content_id = f.content_id"
+            f" WHERE {active} AND {meta} GROUP BY f.fh, f.sh, f.field, COALESCE(f.subject, v.subject)"
             " HAVING COUNT(DISTINCT f.norm) >= 2", (*params, *meta_params))
         return sorted(((str(r[0]) or None, str(r[1])) for r in rows), key=lambda k: (k[1], k[0] or ""))
 
@@ -808,6 +852,53 @@ class SqlSnapshot(IndexSnapshot):
                 if record is not None:
                     yield record
             last = str(rows[-1][0])
+
+    # -- image evidence (SPEC §12) -------------------------------------------------------------
+
+    def measurement(self, sha256: str) -> Measurement | None:
+        """The cached measurement of an image content (``measurements``; a pure function of
+        the bytes, so any snapshot may read it), from a small per-store cache when asked again.
+        """
+        safe = sql_text(sha256)
+        if safe is None:
+            return None
+        cache = self._source.measurements
+        found = cache.get(safe)
+        if found is None:
+            data = self._source.backend.measurement(self._conn(), safe, MEASUREMENT_VERSION)
+            if data is None:
+                return None
+            try:
+                found = Measurement.from_dict(json.loads(data))
+            except ValueError:
+                return None
+            cache.put(safe, found)
+        return found
+
+    def regions_matching(self, conditions: Sequence[tuple[str, str]], today: dt.date,
+                         limit: int = 50) -> list[tuple[VersionRecord, int, str]]:
+        """One indexed query on ``region_values (field, value)``: the regions holding every
+        condition, of versions active at (seq, today).
+        """
+        wanted = list(dict.fromkeys((f, v) for f, v in conditions))
+        if not wanted or any(sql_text(f) is None or sql_text(v) is None for f, v in wanted):
+            return []
+        active, params = self._active(today)
+        where = " OR ".join("(r.field = ? AND r.value = ?)" for _ in wanted)
+        rows = self._rows(
+            "SELECT v.doc_id, v.version, r.region FROM region_values AS r"
+            " JOIN versions AS v ON v.content_id = r.content_id"
+            f" WHERE ({where}) AND {active}"
+            " GROUP BY v.content_id, r.region, v.doc_id, v.version HAVING COUNT(DISTINCT r.field) = ?"
+            " ORDER BY v.doc_id, v.version, r.region LIMIT ?",
+            (*(x for pair in wanted for x in pair), *params, len({f for f, _ in wanted}), limit))
+        out: list[tuple[VersionRecord, int, str]] = []
+        for doc_id, version, region in rows:
+            record = self.record(str(doc_id), int(str(version)))
+            if record is not None:
+                subject = record.subject or record.doc_id
+                out.append((record, int(str(region)), f"{subject}#r{int(str(region))}"))
+        return out
 
     # -- full-text search ----------------------------------------------------------------------
 

@@ -33,6 +33,13 @@ Schema (``PRAGMA user_version`` = :data:`LAYOUT`; older layouts are migrated on 
   4-6 of a term of 6 or more, else ``''``), indexed by anchor: the terms a sentence can hold
   are those anchored at one of its 2- or 3-grams whose next piece is also one of its 3-grams
   (a common start such as ``南广场`` no longer brings thousands of candidates).
+- ``region_values`` — the measured attributes of image regions (SPEC §12) by (field, value):
+  (content_id, region number), for the measured questions of SPEC §13 (an indexed lookup on
+  field and value); image attributes are also ``field_lines`` rows, whose ``subject`` column
+  holds the region's conflict-key subject ``SUBJECT#rN`` (NULL on text lines: the version's).
+- ``measurements`` — the measurement of every image content by sha256 and
+  ``MEASUREMENT_VERSION`` (JSON): the cache that lets a scan re-measure only what changed.
+  Not derived from the log (a pure function of the bytes) and kept across rebuilds.
 - ``fields`` — every field name by its hash, with its first 8 code points (prefix lookups
   for GR109's "did you mean").
 - ``vocabulary`` — the closed question grammar's names (SPEC §13, §15): each distinct subject
@@ -140,9 +147,17 @@ CREATE TABLE IF NOT EXISTS field_lines (
   norm TEXT NOT NULL,
   value TEXT,
   line INTEGER NOT NULL,
-  content_id INTEGER NOT NULL
+  content_id INTEGER NOT NULL,
+  subject TEXT
 );
 CREATE INDEX IF NOT EXISTS field_lines_key ON field_lines (fh, sh, th);
+CREATE TABLE IF NOT EXISTS region_values (
+  field TEXT NOT NULL,
+  value TEXT NOT NULL,
+  content_id INTEGER NOT NULL,
+  region INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS region_values_key ON region_values (field, value, content_id, region);
 CREATE TABLE IF NOT EXISTS terms (
   anchor TEXT NOT NULL,
   next TEXT NOT NULL,
@@ -197,6 +212,12 @@ CREATE TABLE IF NOT EXISTS files (
   findings TEXT
 );
 CREATE INDEX IF NOT EXISTS files_doc ON files (doc_id) WHERE doc_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS measurements (
+  sha256 TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  data TEXT NOT NULL,
+  PRIMARY KEY (sha256, version)
+);
 CREATE INDEX IF NOT EXISTS files_inode ON files (inode);
 """
 
@@ -206,9 +227,10 @@ CREATE VIRTUAL TABLE IF NOT EXISTS lines_fts USING fts5(text, tokenize = 'trigra
 """``detail=full`` (the default): trigram phrase queries need positions (``detail=column`` and
 ``none`` refuse multi-trigram terms); BENCHMARKS.md has the measurements."""
 
-DERIVED_TABLES = ("versions", "revocations", "field_lines", "terms", "fields", "vocabulary", "subject_contents")
+DERIVED_TABLES = ("versions", "revocations", "field_lines", "terms", "fields", "region_values", "vocabulary",
+                  "subject_contents")
 
-DERIVED_VERSION = 5
+DERIVED_VERSION = 6
 """Part of the derived tables' fingerprint: bumped whenever their definition changes, so an
 index written by another definition is rebuilt from its log on open."""
 
@@ -394,19 +416,36 @@ class SqliteBackend:
                 for r in conn.execute(sql, params)]
 
     def write_field_lines(self, conn: sqlite3.Connection,
-                          lines: Sequence[tuple[int, int, int, str, str, str | None, int, int]],
+                          lines: Sequence[tuple[int, int, int, str, str, str | None, int, int, str | None]],
                           terms: Iterable[tuple[str, str, str, str, int, int, int]]) -> None:
-        """Insert field lines ``(fh, sh, th, field, norm, value or None, line, content_id)``
+        """Insert field lines ``(fh, sh, th, field, norm, value or None, line, content_id,
+        subject or None)``
         and known terms ``(anchor, next, term, kind, fh, sh, th)`` (duplicates ignored), inside the
         caller's transaction, each in index order (every index page is visited once per
         batch, not once per row).
         """
         ordered_lines = sorted(lines, key=lambda r: (r[0], r[1], r[2]))
         ordered_terms = sorted(terms, key=lambda r: (r[0], r[1], r[6], r[3], r[4], r[5]))
-        conn.executemany("INSERT INTO field_lines (fh, sh, th, field, norm, value, line, content_id)"
-                         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", ordered_lines)
+        conn.executemany("INSERT INTO field_lines (fh, sh, th, field, norm, value, line, content_id, subject)"
+                         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", ordered_lines)
         conn.executemany("INSERT INTO terms (anchor, next, term, kind, fh, sh, th) VALUES (?, ?, ?, ?, ?, ?, ?)"
                          " ON CONFLICT DO NOTHING", ordered_terms)
+
+    def write_region_values(self, conn: sqlite3.Connection, rows: Iterable[tuple[str, str, int, int]]) -> None:
+        """Record image attributes ``(field, value, content_id, region)`` (SPEC §12)."""
+        conn.executemany("INSERT INTO region_values (field, value, content_id, region) VALUES (?, ?, ?, ?)",
+                         sorted(rows))
+
+    def measurement(self, conn: sqlite3.Connection, sha256: str, version: int) -> str | None:
+        """The cached measurement (JSON) of an image content, or None."""
+        row = conn.execute("SELECT data FROM measurements WHERE sha256 = ? AND version = ?",
+                           (sha256, version)).fetchone()
+        return str(row[0]) if row is not None else None
+
+    def put_measurement(self, conn: sqlite3.Connection, sha256: str, version: int, data: str) -> None:
+        """Cache a measurement (inside the caller's transaction; a second one is ignored)."""
+        conn.execute("INSERT INTO measurements (sha256, version, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                     (sha256, version, data))
 
     def vocabulary_with_anchors(self, conn: sqlite3.Connection, anchors: Sequence[str],
                                 within: str | None = None) -> list[tuple[str, str, str]]:

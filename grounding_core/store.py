@@ -43,11 +43,21 @@ from .config import Config
 from .derived import Deriver, event_of, fingerprint, iter_events, rebuild
 from .events import Event
 from .evidence import EvidenceDocument, EvidenceError, decode_evidence, parse_evidence_text
+from .images import (
+    MEASUREMENT_VERSION,
+    ImageDocument,
+    Measurement,
+    image_document,
+    is_image_path,
+    measure,
+    sidecar_path,
+    sidecar_text,
+)
 from .index import IndexSnapshot, ParseSettings, SearchHit, VersionRecord
 from .memory import MemoryEntry, MemoryEvent
 from .model import Finding, Location, Span
 from .scan import FileRow, Listing, StatKey, Unstable, finding_dict, finding_of
-from .sql_snapshot import DocumentCache, SqlSnapshot
+from .sql_snapshot import DocumentCache, MeasurementCache, SqlSnapshot
 from .sqlite_backend import LINE_BITS, LINE_MASK, NewerLayout, SqliteBackend
 
 ProgressCallback = Callable[[int, int, str], None]
@@ -105,7 +115,9 @@ class ScanResult:
     - ``findings_changed``: paths whose evidence findings differ from before the scan;
     - ``unstable``: paths that changed while read and were not indexed from that read (read
       them again when stable; the CLI already retried briefly);
-    - ``hashed_bytes``: bytes read and hashed; ``full``: a full walk.
+    - ``hashed_bytes``: bytes read and hashed; ``full``: a full walk;
+    - ``measured``: images measured (SPEC §12). A PNG re-read whose sha256 the index measured
+      before (any path, any earlier scan) is not measured again: its cached measurement is used.
     """
 
     snapshot: IndexSnapshot
@@ -116,6 +128,7 @@ class ScanResult:
     findings_changed: list[str] = field(default_factory=list)
     unstable: list[str] = field(default_factory=list)
     full: bool = True
+    measured: int = 0
 
     @property
     def state(self) -> IndexSnapshot:
@@ -150,6 +163,7 @@ class Store:
         self.path = path
         self.settings = settings or ParseSettings()
         self.documents = DocumentCache()
+        self.measurements = MeasurementCache()
         self.derivation = 0
         self._lock = threading.RLock()
         """Serialises writers (scans, FTS batches, rebuilds) on the writer connection."""
@@ -176,7 +190,8 @@ class Store:
     def for_config(cls, config: Config) -> Store:
         """Open the index a workspace's configuration names."""
         return cls(config.index_path,
-                   ParseSettings(config.field_separators, config.meta_fields, config.subject_fields))
+                   ParseSettings(config.field_separators, config.meta_fields, config.subject_fields,
+                                 config.image_language))
 
     def close(self) -> None:
         with self._lock:
@@ -516,6 +531,8 @@ class _Scan:
         self.fronts.pop(rel, None)
         try:
             data, key = scanning.read_stable(candidate.path)
+            if is_image_path(rel):  # the image's key holds its sidecar's (scan.image_key)
+                key = scanning.image_key(candidate.path, key)
         except FileNotFoundError:
             return  # deleted between the walk and the read: treated as absent
         except Unstable:
@@ -546,8 +563,9 @@ class _Scan:
         if key.coarse and key.fresh(scanning.now_ns()):
             size = -1  # whole-second clock: read again at the next scan (module scan.py)
         try:
-            doc = parse_evidence_text(rel, decode_evidence(data), sha, settings.separators,
-                                      settings.subject_fields)
+            doc = (self._image(rel, data, sha) if is_image_path(rel) else
+                   parse_evidence_text(rel, decode_evidence(data), sha, settings.separators,
+                                       settings.subject_fields))
         except EvidenceError as exc:
             problem: dict[str, Any] = {"name": exc.name, "message": exc.message, "line": exc.line,
                                        "hint": exc.hint}
@@ -555,6 +573,52 @@ class _Scan:
         row = FileRow(rel, size, key.mtime_ns, key.ctime_ns, key.inode, sha, doc.doc_id,
                       doc.front.version, None)
         return row, doc
+
+    def _image(self, rel: str, data: bytes, sha: str) -> ImageDocument:
+        """An image document (SPEC §12): the sidecar ``rel + ".yaml"`` (if any) and the
+        measurement of ``data``, taken from the cache by sha256 when this content was measured
+        before, else measured now and cached (``ScanResult.measured`` counts those).
+
+        Raises ``EvidenceError``: ``unreadable-evidence`` for bytes that are not a decodable PNG,
+        ``invalid-front-matter`` for a bad sidecar.
+        """
+        sidecar = ""
+        path = self.config.evidence_root / sidecar_path(rel)
+        try:
+            sidecar = sidecar_text(scanning.read_stable(path)[0])
+        except FileNotFoundError:
+            pass
+        except (OSError, Unstable) as exc:
+            raise EvidenceError("invalid-front-matter", f"the sidecar {sidecar_path(rel.rpartition('/')[2])}"
+                                f" cannot be read ({exc}); the image is not indexed",
+                                hint="Save the sidecar again; the image is read with it.") from None
+        backend = self.store.backend
+        cached = backend.measurement(self.conn, sha, MEASUREMENT_VERSION)
+        measurement = None
+        if cached is not None:
+            try:
+                measurement = Measurement.from_dict(json.loads(cached))
+            except ValueError:
+                measurement = None
+        if measurement is None:
+            measurement = measure(data)
+            backend.put_measurement(self.conn, sha, MEASUREMENT_VERSION,
+                                    json.dumps(measurement.to_dict(), separators=(",", ":")))
+            self.result.measured += 1
+        return image_document(rel, sha, sidecar, measurement, self.settings.image_language)
+
+    def _image_facts_changed(self, rel: str, current: VersionRecord) -> bool:
+        """An image re-read in this scan whose sidecar facts (status, dates, title, subject)
+        differ from its indexed version's, though its bytes (sha256) are the same: a sidecar
+        edit, imported again under the same version.
+        """
+        doc = self.fresh.get(rel) if is_image_path(rel) else None
+        if doc is None:
+            return False
+        front = doc.front
+        return ((front.status, front.effective_from, front.effective_until, doc.title, doc.subject)
+                != (current.status, current.effective_from, current.effective_until, current.title,
+                    current.subject))
 
     def _read_changed(self) -> None:
         """Read every candidate whose stat key changed; fresh files wait to settle (scan.py)."""
@@ -593,6 +657,8 @@ class _Scan:
             for rel, candidate in sorted(waiting.items()):
                 try:
                     key = StatKey.of(os.stat(candidate.path))
+                    if is_image_path(rel):
+                        key = scanning.image_key(candidate.path, key)
                 except FileNotFoundError:
                     del waiting[rel]  # deleted meanwhile: absent
                     continue
@@ -766,7 +832,8 @@ class _Scan:
                     current = None
             targeted.add((doc_id, version))
             if current is not None and current.sha256 == row.sha256 and current.path == rel:
-                if not current.revoked or current.reason == "status: revoked":
+                if (not current.revoked or current.reason == "status: revoked") \
+                        and not self._image_facts_changed(rel, current):
                     continue
             doc = self.fresh.get(rel)
             if doc is None or doc.sha256 != row.sha256:
@@ -799,6 +866,8 @@ class _Scan:
         if scanning.sha256_hex(data) != row.sha256:
             return None  # changed since: the next scan sees it
         try:
+            if is_image_path(rel):
+                return self._image(rel, data, row.sha256)
             return parse_evidence_text(rel, decode_evidence(data), row.sha256, self.settings.separators,
                                        self.settings.subject_fields)
         except EvidenceError:

@@ -15,12 +15,14 @@ import datetime as dt
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from . import image_claims
 from . import memory as memory_claims
 from .config import Config
-from .conflicts import Conflict, GateResult, check_keys
+from .conflicts import Conflict, GateResult, check_keys, source_id
 from .drafts import ContextSpec, ContextUnitSpec, ParsedDraft, parse_context_log
 from .edits import with_context_edits
 from .evidence import EvidenceDocument, parse_field_line, split_marker
+from .images import is_image_path
 from .index import ConflictKey, IndexSnapshot, VersionRecord
 from .model import FIRST_LINE, Claim, DraftReport, Edit, FieldLine, Finding, Location, Span, Status
 from .text import (
@@ -85,9 +87,29 @@ class _ClaimResult:
     supported: bool = False
     meta: bool = False
     valid: bool = False
+    line: int | None = None
+    """The cited line's 1-based number (an image attribute's: ``images.attribute_line_number``)."""
+    image: image_claims.RegionResult | None = None
+    """Set for an image claim (SPEC §12)."""
     memory: memory_claims.MemoryEntry | None = None
     """The cited memory entry of a memory claim (SPEC §11); ``line_text`` stays None, so the
     conflict gate and coverage, which read cited lines, never see it."""
+
+    @property
+    def identity(self) -> tuple[str, int, int] | None:
+        """(doc_id, version, line) of the cited line (SPEC §7.5 identities; for an image the
+        attribute's line, SPEC §15), or None when the claim names none.
+        """
+        ref = self.claim.citation
+        if ref is not None:
+            return (ref.doc_id, ref.version, ref.line)
+        region = self.claim.region
+        return (region.doc_id, region.version, self.line) if region is not None and self.line is not None else None
+
+    @property
+    def cited_id(self) -> str | None:
+        ref = self.claim.citation or self.claim.region or self.claim.memory
+        return ref.id if ref is not None else None
 
 
 @dataclass
@@ -156,6 +178,7 @@ def _check(draft: ParsedDraft, snapshot: IndexSnapshot, config: Config, today: d
     findings: list[Finding] = [*draft.findings, *context.findings]
     visibility = context.visibility
     results = [_check_memory(c, snapshot, visibility, findings) if c.memory is not None  # memory hook (SPEC §11)
+               else _check_image(c, snapshot, config, today, visibility, findings) if c.region is not None
                else _check_claim(c, snapshot, config, today, visibility, findings) for c in draft.claims]
     for r in results:
         if r.supported and r.field is not None and not r.meta and r.value is not None:
@@ -255,9 +278,13 @@ def _reported_line(claim: Claim, findings: list[Finding]) -> int:
 
 
 def _wire_claim(r: _ClaimResult) -> dict[str, object]:
-    """A valid claim in the eight-key shape of SPEC §5 (a memory claim: the seven of §11)."""
+    """A valid claim in the eight-key shape of SPEC §5, keys in order (an image claim: the nine
+    of SPEC §15; a memory claim: the seven of §11).
+    """
     if r.memory is not None:
         return memory_claims.wire_claim(r.memory)
+    if r.image is not None and r.claim.region is not None:
+        return image_claims.wire_claim(r.image, r.claim.region)
     assert r.claim.citation is not None and r.record is not None and r.line_text is not None
     ref = r.claim.citation
     return {
@@ -366,6 +393,18 @@ def _resolve_context(
 # -- source support (§7.1) -----------------------------------------------------------------
 
 
+def _check_image(claim: Claim, state: IndexSnapshot, config: Config, today: dt.date,
+                 visibility: Visibility | None, findings: list[Finding]) -> _ClaimResult:
+    """SPEC §12 P and V of an image claim (``grounding_core.image_claims``); its attribute is
+    the claim's field and its conflict key ``(SUBJECT#rN, FIELD)``.
+    """
+    visible = visibility.visible if visibility is not None else None
+    found = image_claims.check_region_claim(claim, state, config, today, visible, findings)
+    return _ClaimResult(claim, record=found.record, line_text=found.line_text, field=found.field,
+                        value=found.value, subject=found.subject, supported=found.supported,
+                        valid=found.valid, line=found.line, image=found)
+
+
 def _check_memory(claim: Claim, source: memory_claims.MemorySource, visibility: Visibility | None,
                   findings: list[Finding]) -> _ClaimResult:
     """SPEC §11 P and V of a memory claim; its key counts as the claim's field (§15)."""
@@ -411,6 +450,12 @@ def _check_claim(
         return result
     record = versions.get(ref.version)
     current = versions[newest]
+    if is_image_path((record or current).path):  # image hook (SPEC §12): an image has regions
+        add("unknown-source", f"{ref.doc_id}@{ref.version} is an image: cite a region as"
+            f" {ref.doc_id}@{ref.version}#rN with one measured attribute, e.g. \"颜色：红色\"",
+            hint="Completion after '#' lists the regions with their attributes.",
+            at=claim.value_span("line") if claim.json_text is not None else None)
+        return result
     supported = True
     if ref.version < newest:
         supported = False
@@ -715,8 +760,7 @@ def _claim_value(result: _ClaimResult, findings: list[Finding]) -> None:
         f"the sentence does not restate the cited value '{shorten(result.value)}' of"
         f" '{shorten(result.field or '')}': {_value_difference(value, sentence)}",
         hint="State the cited value in the sentence, or cite the line that supports what it says.",
-        citation=result.claim.citation.id if result.claim.citation else
-        (result.claim.memory.id if result.claim.memory else None),
+        citation=result.cited_id,
     ))
 
 
@@ -791,9 +835,9 @@ def _gate(draft: ParsedDraft, results: list[_ClaimResult], keys: _Keys, state: I
     """
     cited: dict[ConflictKey, list[tuple[str, int, int]]] = {}
     for r in results:
-        if r.claim.citation is not None and r.line_text is not None and r.field is not None:
-            ref = r.claim.citation
-            cited.setdefault((r.subject, r.field), []).append((ref.doc_id, ref.version, ref.line))
+        identity = r.identity
+        if identity is not None and r.line_text is not None and r.field is not None:
+            cited.setdefault((r.subject, r.field), []).append(identity)
     gate = check_keys(state, keys.checked, today, cited=cited)
     field_spans = dict(reversed(draft.fields))
     required = set(keys.required)
@@ -801,8 +845,11 @@ def _gate(draft: ParsedDraft, results: list[_ClaimResult], keys: _Keys, state: I
         key = (conflict.subject, conflict.field)
 
         def present(conflict: Conflict = conflict) -> tuple[str, tuple[Location, ...]]:
-            related = tuple(Location(config.evidence_display(kl.path), kl.line, f"{kl.field}：{kl.value}")
-                            for kl in conflict.related_lines())
+            related = tuple(
+                Location(config.evidence_display(kl.path), 1, f"{source_id(kl)} {kl.field}：{kl.value}")
+                if is_image_path(kl.path) else
+                Location(config.evidence_display(kl.path), kl.line, f"{kl.field}：{kl.value}")
+                for kl in conflict.related_lines())
             return conflict.describe() + "; Grounding does not pick a side", related
 
         # a key shared by thousands of lines and values: built once per snapshot and cited set
@@ -816,8 +863,7 @@ def _gate(draft: ParsedDraft, results: list[_ClaimResult], keys: _Keys, state: I
         for r in results:
             if (r.subject, r.field) == key and r.field is not None and r.line_text is not None:
                 findings.append(Finding("field-conflict", r.claim.citation_span, message, hint=hint,
-                                        related=related,
-                                        citation=r.claim.citation.id if r.claim.citation else None))
+                                        related=related, citation=r.cited_id))
     return gate
 
 
@@ -830,8 +876,7 @@ def _coverage(results: list[_ClaimResult], required: list[ConflictKey], gate: Ga
     size = sum(gate.totals.get(k, 0) for k in wanted)
     if not size:
         return 1.0
-    cited = {(r.claim.citation.doc_id, r.claim.citation.version, r.claim.citation.line)
-             for r in results if r.valid and r.claim.citation is not None and r.field is not None
+    cited = {r.identity for r in results if r.valid and r.identity is not None and r.field is not None
              and (r.subject, r.field) in wanted}
     return len(cited) / size
 

@@ -48,7 +48,7 @@ UriOf = Callable[[str], str]
 """The URI of a path relative to the workspace root."""
 
 _KINDS = {"document": types.CompletionItemKind.Module, "version": types.CompletionItemKind.EnumMember,
-          "line": types.CompletionItemKind.Reference,
+          "line": types.CompletionItemKind.Reference, "region": types.CompletionItemKind.Color,
           # memory ids (SPEC §11): memory:SCOPE/KEY@VERSION
           "scope": types.CompletionItemKind.Folder, "key": types.CompletionItemKind.Field,
           "memory-version": types.CompletionItemKind.Reference}

@@ -2,9 +2,9 @@
 
 The stages and what each offers are ``grounding_core/complete.py``'s; this handler captures
 the open draft and the index view, converts the cursor with the session codec and the
-entries' spans back (in the worker that computes them). Trigger characters are ``@``, ``:``
-and ``/``; in a ``memory:`` id the stages are scope, key, version
-(``server/features/memory.py``, SPEC §11). Only drafts (SPEC §2 globs) are served; before
+entries' spans back (in the worker that computes them). Trigger characters are ``@``, ``:``,
+``#`` (image regions, SPEC §12) and ``/``; in a ``memory:`` id the stages are scope, key,
+version (``server/features/memory.py``, SPEC §11). Only drafts (SPEC §2 globs) are served; before
 the first index exists, nothing is.
 
 A line entry's label is its number and its ``detail`` the line's text; a client with
@@ -24,7 +24,7 @@ from server.session import IndexView, Session
 
 __all__ = ["OPTIONS", "TRIGGER_CHARACTERS", "completion"]
 
-TRIGGER_CHARACTERS = ["@", ":", *memory.TRIGGER_CHARACTERS]
+TRIGGER_CHARACTERS = ["@", ":", "#", *memory.TRIGGER_CHARACTERS]
 OPTIONS = types.CompletionOptions(trigger_characters=TRIGGER_CHARACTERS, resolve_provider=False)
 
 
@@ -45,7 +45,8 @@ def _completion(document: DocumentSnapshot, view: IndexView, position: types.Pos
     remembered = memory.completions_at(document, view, line, column)  # memory hook (SPEC §11)
     if remembered is not None:
         return remembered
-    found = citation_completions(document.lines, line, column, view.snapshot, view.today)
+    found = citation_completions(document.lines, line, column, view.snapshot, view.today,
+                                 view.config.image_language)
     if found is None:
         return None
     return lsp_completion_list(found, document.lines, document.codec, label_details)

@@ -18,7 +18,12 @@
 
 ``grounding/versionText`` ``{uri}``
     The indexed text of the version a ``grounding-evidence:`` URI names (shape in
-    ``server/protocol.py``).
+    ``server/protocol.py``); for an image version, its regions' measured attributes, one
+    ``FIELD：VALUE`` line each (the index keeps no pixels of old versions).
+
+Image citations (SPEC §12): hover shows the region cropped from the PNG
+(``server/render/image_hover.py``); go to definition opens the PNG file itself when it still
+holds the cited version, else the read-only attribute listing.
 
 ``textDocument/references`` (evidence files, ``grounding-evidence:`` documents, version copies)
     Every citation of the line under the cursor in open drafts (their editor text) and in the
@@ -42,12 +47,21 @@ from pygls.uris import to_fs_path
 
 from grounding_core.drafts import ParsedDraft, draft_kind, parse_draft
 from grounding_core.model import DraftReport, Span
-from grounding_core.navigate import CitationTarget, citing_spans, locate, target_at
+from grounding_core.navigate import (
+    CitationTarget,
+    RegionTarget,
+    citing_spans,
+    locate,
+    locate_region,
+    read_image,
+    target_at,
+)
 from server.convert import lsp_hover, lsp_line_location, lsp_range
 from server.documents import DocumentSnapshot
 from server.features import memory, versions
 from server.protocol import markup_kind, param, parse_version_uri, version_uri
 from server.render.hover import ContextInputs, citation_hover, context_hover
+from server.render.image_hover import region_hover
 from server.session import IndexView, Session
 
 __all__ = ["INDEXING_HOVER", "definition", "hover", "references", "version_text"]
@@ -115,11 +129,16 @@ def _hover(captured: _Draft, view: IndexView | None, position: types.Position,
     if target is None:
         return None, draft
     if view is None:
-        if not isinstance(target, CitationTarget):
+        if not isinstance(target, CitationTarget | RegionTarget):
             return None, draft
         text = INDEXING_HOVER
     elif isinstance(target, CitationTarget):
         text = citation_hover(target, view.snapshot, view.config, view.today)
+    elif isinstance(target, RegionTarget):  # image hook (SPEC §12): the region cropped from the image
+        record = view.snapshot.record(target.region.doc_id, target.region.version)
+        png = (read_image(view.config.evidence_root, record)
+               if record is not None and kind == types.MarkupKind.Markdown else None)
+        text = region_hover(target, view.snapshot, view.config, view.today, png)
     else:
         report = captured.report
         if report is None:
@@ -158,6 +177,14 @@ def _definition_of(draft: ParsedDraft, document: DocumentSnapshot, view: IndexVi
     if memory.on_memory_citation(draft, line, col):  # memory hook (SPEC §11): the entry's view
         return memory.definition_at(draft, document, view, line, col, version_mode)
     target = target_at(draft, line, col)
+    if isinstance(target, RegionTarget):  # image hook (SPEC §12): open the image itself
+        image = locate_region(target.region, view.snapshot, view.config.evidence_root)
+        if image is None:
+            return None
+        record = image.record
+        uri = (view.evidence_uri(record.path) if image.on_disk
+               else versions.version_document(version_mode, view.config.root, view, record))
+        return [types.Location(uri=uri, range=types.Range(types.Position(0, 0), types.Position(0, 0)))]
     if not isinstance(target, CitationTarget):
         return None
     found = locate(target.citation, view.snapshot, view.config.evidence_root)
@@ -187,9 +214,10 @@ def _version_text(view: IndexView, doc_id: str, version: int) -> dict[str, Any] 
     if record is None:
         return None
     doc = view.snapshot.document(record)
+    text = versions.version_text_of(doc)  # an image version: its measured attributes (SPEC §12)
     return {
         "uri": version_uri(record.doc_id, record.version),
-        "text": doc.text,
+        "text": text,
         "title": f"{doc.title} ({record.doc_id}@{record.version}, read-only)",
         "readOnly": True,
         "docId": record.doc_id,

@@ -32,7 +32,9 @@ from urllib.parse import unquote
 
 from pygls.uris import from_fs_path, to_fs_path
 
+from grounding_core.evidence import EvidenceDocument
 from grounding_core.fixes import write_atomic
+from grounding_core.images import ImageDocument
 from grounding_core.index import VersionRecord
 from server.protocol import version_uri
 from server.session import IndexView, Session
@@ -70,7 +72,7 @@ def file_name(doc_id: str, version: int, path: str) -> str:
     if any(part in ("", ".", "..") for part in parts):
         parts = [doc_id]
     encoded = "/".join(_encode(part) for part in parts)
-    suffix = ".txt" if path.endswith(".txt") else ".md"
+    suffix = ".txt" if path.endswith((".txt", ".png")) else ".md"  # an image: its attribute lines
     return f"{encoded}@{version}{suffix}"
 
 
@@ -79,12 +81,21 @@ def _encode(part: str) -> str:
                    else c for c in part)
 
 
+def version_text_of(doc: EvidenceDocument) -> str:
+    """The text an old version shows: the indexed text, or for an image version (SPEC §12)
+    its regions' measured attributes, one ``FIELD：VALUE`` line each (no pixels are kept).
+    """
+    if isinstance(doc, ImageDocument):
+        return "".join(f"{line}\n" for line in doc.lines)
+    return doc.text
+
+
 def write_version_file(root: Path, view: IndexView, record: VersionRecord) -> Path:
     """Write (when missing or different) the read-only copy of ``record`` under ``root`` and
     return its path. Worker thread; raises ``OSError`` when the folder cannot be written.
     """
     return write_copy(root, file_name(record.doc_id, record.version, record.path),
-                      view.snapshot.document(record).text)
+                      version_text_of(view.snapshot.document(record)))
 
 
 def write_copy(root: Path, name: str, text: str) -> Path:

@@ -578,8 +578,9 @@ def _changed_paths(session: Session, root: Path, paths: Iterable[str]) -> set[st
             rel = Path(path).relative_to(root).as_posix()
         except ValueError:
             continue
-        if config is not None and config.evidence_matches(rel):
-            out.add(rel)
+        affected = config.evidence_path_for(rel) if config is not None else None
+        if affected is not None:
+            out.add(affected)  # an image's sidecar names its image (SPEC §12)
         elif not Path(rel).suffix:
             return None
     return out

@@ -102,6 +102,16 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "lacks": {"missing-field", "uncited-claim"},
         "missing_fields": [],
     },
+    "answers/panel-lights.md": {
+        "status": "answered",
+        "errors": {"unsupported-attribute"},
+        "has": set(),
+        "lacks": {"quote-mismatch", "claim-value-mismatch", "missing-field", "context-undeclared",
+                  "uncited-claim", "field-conflict"},
+        "missing_fields": [],
+        "coverage": 1.0,
+        "same_key_sources_checked": 3,
+    },
     "answers/customer-lihua.md": {
         "status": "answered",
         "errors": set(),
@@ -131,6 +141,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
 
 # (draft, footnote label or JSON claim index) whose quote is deliberately not the whole line.
 INTENDED_QUOTE_MISMATCHES = {("answers/gym-hours.md", "2")}
+# (draft, label) of image citations that deliberately quote an attribute that is not measured.
+INTENDED_UNSUPPORTED = {("answers/panel-lights.md", "4")}
 
 _MEMORY_DEFINITION = re.compile(
     r'^\[\^([^\]]+)\]: memory:([^/\s]+)/([^@\s]+)@([1-9][0-9]*) sha256:([0-9a-f]{8,64}) "(.*)" *$'
@@ -138,6 +150,9 @@ _MEMORY_DEFINITION = re.compile(
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _DEFINITION = re.compile(
     r'^\[\^([^\]]+)\]: (\S+)@([1-9][0-9]*):([1-9][0-9]*) sha256:([0-9a-f]{8,64}) "(.*)" *$'
+)
+_IMAGE_DEFINITION = re.compile(
+    r'^\[\^([^\]]+)\]: (\S+)@([1-9][0-9]*)#r([1-9][0-9]*) sha256:([0-9a-f]{8,64}) "(.*)：(.*)" *$'
 )
 
 
@@ -209,7 +224,7 @@ def _citations() -> list[tuple[str, str, str, int, int, str, str]]:
             if match:
                 label, doc_id, version, number, hex_, quote = match.groups()
                 found.append((draft, label, doc_id, int(version), int(number), hex_, quote))
-            else:
+            elif not _IMAGE_DEFINITION.match(line):
                 assert not line.startswith("[^") or _MEMORY_DEFINITION.match(line), (
                     f"{draft}: malformed definition {line!r}")
     return found
@@ -242,6 +257,35 @@ def test_example_citations_are_exact_except_the_intended_half_line() -> None:
         if quote != lines[number - 1]:
             mismatched.add((draft, label))
     assert mismatched == INTENDED_QUOTE_MISMATCHES
+
+
+def test_example_image_citations_state_what_the_image_measures() -> None:
+    """SPEC §12: each image citation's hash is a prefix of the PNG's sha256 and its quote is a
+    measured attribute with its measured value (``grounding_core.images.measure`` is the rule),
+    except the one deliberately unsupported attribute.
+    """
+    from grounding_core.images import measure
+
+    png = EXAMPLES / "evidence/images/shapes.png"
+    data = png.read_bytes()
+    sidecar = yaml.safe_load((EXAMPLES / "evidence/images/shapes.png.yaml").read_text(encoding="utf-8"))
+    regions = measure(data).regions
+    found, unsupported = 0, set()
+    for draft in EXPECTED:
+        for line in _split_lines((EXAMPLES / draft).read_text(encoding="utf-8")):
+            match = _IMAGE_DEFINITION.match(line)
+            if match is None:
+                continue
+            label, doc_id, version, region, hex_, field, value = match.groups()
+            found += 1
+            assert (doc_id, int(version)) == (sidecar["doc_id"], sidecar["version"])
+            assert hashlib.sha256(data).hexdigest().startswith(hex_)
+            attributes = dict(regions[int(region) - 1].attributes)
+            if field not in attributes:
+                unsupported.add((draft, label))
+            else:
+                assert attributes[field] == value, f"{draft} [^{label}]"
+    assert found == 4 and unsupported == INTENDED_UNSUPPORTED
 
 
 def _setup_memory_entries() -> dict[tuple[str, str], list[str]]:

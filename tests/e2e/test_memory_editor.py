@@ -144,6 +144,12 @@ async def _session(profile: str, tmp_path_factory: pytest.TempPathFactory) -> As
     options = {"versionDocuments": "virtual"} if profile == "visual-studio-code" else None
     async with lsp_session(root, profile, initialization_options=options) as client:
         assert client.encoding == PROFILES[profile]
+        # The index holds memory events before the server starts, so drafts are checked against
+        # it at once, while the initial scan still runs (SPEC §10): a test that counts the log's
+        # events starts once that scan (book-fair.md's import) is committed.
+        recorder = client.recorder
+        await recorder.wait_until(lambda: bool(recorder.passes_since(0.0)), "the initial index pass")
+        assert kinds(root).count("import") == 1
         yield Editor(client, root)
 
 

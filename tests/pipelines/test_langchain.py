@@ -121,7 +121,8 @@ def test_with_fallbacks_turns_to_the_fallback_chain_when_the_answer_is_rejected(
 def test_format_instructions_carry_the_answer_schema(verifier: Verifier) -> None:
     text = GroundingOutputParser(verifier=verifier).get_format_instructions()
     schema = json.loads(text.split("JSON Schema: ", 1)[1])
-    assert schema["properties"]["claims"]["items"]["$ref"].endswith("Claim")
+    items = schema["properties"]["claims"]["items"]  # a text claim or an image claim (SPEC §15)
+    assert sorted(ref["$ref"].rsplit("/", 1)[1] for ref in items["anyOf"]) == ["Claim", "ImageClaim"]
 
 
 def test_with_hits_binds_another_requests_hits(verifier: Verifier) -> None:

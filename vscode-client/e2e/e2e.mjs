@@ -6,6 +6,8 @@
 //   activation   granting trust (Manage Workspace Trust > Trust) starts the server; a status arrives
 //   problems     the Problems panel lists every expected GR code for the draft
 //   hover        hovering a stale citation shows the cited source line's text
+//   image-hover  hovering an image citation (DOC_ID@VERSION#rN, in E2E_IMAGE_DRAFT) shows the region
+//                cropped from the PNG as an image (a decoded data: URI) and its measured attributes
 //   quickfix     Ctrl+. on a stale citation offers "Re-anchor"; applying it removes that error
 //   statusbar    the status bar shows the draft's status (answered/partial/abstain/conflict)
 //   commands     "Reindex evidence" and "Show field conflicts" reach the server and show results
@@ -32,6 +34,7 @@ const PROFILE = env.E2E_CHROMIUM_PROFILE ?? fs.mkdtempSync('/tmp/e2e-chromium-')
 const GROUNDING = env.E2E_GROUNDING ?? 'grounding';
 const STATUSES = ['answered', 'partial', 'abstain', 'conflict'];
 const USER_DATA = env.E2E_USER_DATA; // code-server's --user-data-dir: settings and logs
+const IMAGE_DRAFT = env.E2E_IMAGE_DRAFT ?? 'answers/panel-lights.md';
 
 const t0 = Date.now();
 const log = (msg) => console.log(`[e2e.mjs ${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s] ${msg}`);
@@ -514,6 +517,56 @@ async function main() {
       }
       await shot(page, 'hover');
       await page.keyboard.press('Escape');
+    }
+
+    // --- hover on an image citation: the region cropped from the image, and its attributes
+    const imageCites = fs.existsSync(path.join(WORKSPACE, IMAGE_DRAFT))
+      ? citations(fs.readFileSync(path.join(WORKSPACE, IMAGE_DRAFT), 'utf8')).filter((c) => /#r\d+$/.test(c.id))
+      : [];
+    if (imageCites.length === 0) {
+      record('image-hover', false, `${IMAGE_DRAFT} has no image citation (DOC_ID@VERSION#rN) in ${WORKSPACE}`);
+    } else {
+      const target = imageCites[0];
+      try {
+        await openFile(page, IMAGE_DRAFT);
+        await gotoPosition(page, target.line, target.column + 1);
+        await page.keyboard.press('Control+K');
+        await page.keyboard.press('Control+I');
+        const seen = await waitFor(
+          'a hover with the cropped region as a loaded image and the quoted attribute',
+          async () => {
+            const hover = page.locator('.monaco-hover:visible').first();
+            if ((await hover.count()) === 0) {
+              return null;
+            }
+            const text = (await hover.textContent()) ?? '';
+            const images = await hover.locator('img').evaluateAll((els) =>
+              els.map((e) => ({ src: (e.getAttribute('src') ?? '').slice(0, 22), width: e.naturalWidth, height: e.naturalHeight })),
+            );
+            const crop = images.find((i) => i.src.startsWith('data:image/png') && i.width > 0 && i.height > 0);
+            return crop && text.includes(target.quote) ? { text, crop } : null;
+          },
+          30000,
+        );
+        await page.waitForTimeout(300);
+        await shot(page, 'image-hover');
+        record(
+          'image-hover',
+          true,
+          `hover on ${target.id} in ${IMAGE_DRAFT} shows a ${seen.crop.width}x${seen.crop.height} crop (${seen.crop.src}…) and "${target.quote}"`,
+        );
+      } catch (error) {
+        const texts = await page.locator('.monaco-hover:visible').allTextContents().catch(() => []);
+        const srcs = await page
+          .locator('.monaco-hover:visible img')
+          .evaluateAll((els) => els.map((e) => (e.getAttribute('src') ?? '').slice(0, 40)))
+          .catch(() => []);
+        record('image-hover', false, `${error.message}; hover text: ${JSON.stringify(texts.join(' | ').slice(0, 300))}; img: ${JSON.stringify(srcs)}`);
+        await shot(page, 'image-hover-failure');
+      }
+      await page.keyboard.press('Escape');
+      await runCommand(page, 'View: Close Editor').catch(() => {});
+      await focusTab(page, path.basename(draft));
     }
 
     // --- Go to Definition on a stale citation: the old version opens read-only, as Markdown
