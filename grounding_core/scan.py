@@ -209,7 +209,9 @@ def _walk(config: Config, top: Path, top_rel: str, listing: Listing) -> None:
             rel = prefix + name
             if not matches(rel):
                 continue
-            if rel.isascii() or is_printable_path(rel):  # the usual file: one lstat, no other call
+            # the usual text file: one lstat, no other call (an image's key also holds its
+            # sidecar's stat, and names that are not UTF-8 are refused: both go to _consider)
+            if (rel.isascii() or is_printable_path(rel)) and not is_image_path(rel):
                 try:
                     st = entry.stat(follow_symlinks=False)  # cached by the entry for _consider
                 except OSError:
