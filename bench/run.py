@@ -354,24 +354,28 @@ def worker_index(root: Path, iterations: int) -> dict[str, Any]:
         parse_samples.append(time.perf_counter() - t0)
     out["parse_p50_s"] = statistics.median(parse_samples)
 
+    rg_phase(root, out)
+    ws.store.close()
+    return out
+
+
+def rg_phase(root: Path, out: dict[str, Any]) -> None:
+    """``rg -F -x -c -f quotes.txt evidence/`` (median of 5 runs): wall and CPU time."""
     rg = shutil.which("rg")
     if rg is None:
         out["rg_s"] = None
-    else:
-        cmd = [rg, "--no-ignore", "--hidden", "--no-config", "-F", "-x", "-c",
-               "-f", str(root / "quotes.txt"), str(root / "evidence")]
-        rg_samples = []
-        rg_cpu = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            wall, cpu, stdout = _run_measured(cmd)
-            rg_samples.append(wall)
-            rg_cpu.append(cpu)
-        out["rg_s"] = statistics.median(rg_samples)
-        out["rg_cpu_s"] = statistics.median(rg_cpu)
-        out["rg_matching_files"] = len(stdout.splitlines())
-    ws.store.close()
-    return out
+        return
+    cmd = [rg, "--no-ignore", "--hidden", "--no-config", "-F", "-x", "-c",
+           "-f", str(root / "quotes.txt"), str(root / "evidence")]
+    rg_samples = []
+    rg_cpu = []
+    for _ in range(5):
+        wall, cpu, stdout = _run_measured(cmd)
+        rg_samples.append(wall)
+        rg_cpu.append(cpu)
+    out["rg_s"] = statistics.median(rg_samples)
+    out["rg_cpu_s"] = statistics.median(rg_cpu)
+    out["rg_matching_files"] = len(stdout.splitlines())
 
 
 def _run_measured(cmd: list[str]) -> tuple[float, float, bytes]:
@@ -854,7 +858,7 @@ def cells(r: dict[str, Any], corpus: corpora.Corpus) -> dict[str, str]:
             except KeyError:
                 c[key] = ""
             c[key] = c[key] or ("error" if r.get("error") else
-                                ("n/a (no rg)" if key == "rg" else "n/a"))
+                                ("n/a (no rg)" if key == "rg" and "rg_s" in r and r["rg_s"] is None else "n/a"))
 
     def cpu(key: str) -> str:
         """The CPU time next to a wall time, when the worker measured it."""
@@ -1238,6 +1242,13 @@ def plan(quick: bool, only: list[str] | None, base: Path) -> list[tuple[str, Any
     return items
 
 
+PHASES = ("index", "warm", "cli", "lsp")
+"""The measurement phases of a corpus, in order (``--phases``): the index worker (floors, cold
+index, full-text rows, the draft, check_draft, rg), the warm worker (warm start, first check,
+one file changed, uncited-claim scan, question grammar), ``grounding check`` as a process,
+and the language server."""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny corpora (CI smoke run)")
@@ -1245,10 +1256,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the raw results here")
     parser.add_argument("--corpus-dir", type=Path, default=corpora.CORPUS_ROOT,
                         help="where corpora are generated (default: bench/.corpus)")
+    parser.add_argument("--phases", default=",".join(PHASES),
+                        help="run only these phases, comma-separated (default: all of "
+                        + ", ".join(PHASES) + "); the rows of the others print as n/a. 'warm' and"
+                        " 'cli' use the draft and index the 'index' phase left in the corpus")
+    parser.add_argument("--no-extras", action="store_true",
+                        help="skip the image and hostile-draft tables (with --phases, to re-measure rows)")
     parser.add_argument("--worker", nargs=3, metavar=("PHASE", "ROOT", "N"), help=argparse.SUPPRESS)
     parser.add_argument("--team", action="store_true",
                         help="the team section instead (bench/team.py: shared PostgreSQL index vs SQLite)")
     args = parser.parse_args(argv)
+    phases = {p.strip() for p in args.phases.split(",") if p.strip()}
+    unknown = phases - set(PHASES)
+    if unknown:
+        parser.error(f"unknown phase(s): {', '.join(sorted(unknown))}; choose from {', '.join(PHASES)}")
 
     if args.team:
         import team
@@ -1274,23 +1295,30 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"[bench] {name}: {corpus.files} files, {fmt_mb(corpus.bytes)}"
               f" (ready in {time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
-        r: dict[str, Any] = {}
+        r: dict[str, Any] = {"files": corpus.files, "bytes": corpus.bytes}  # the index phase counts them again
         index_timeout = 60.0 if quick else LSP_INDEX_TIMEOUT.get(name, 300.0)
         try:
             step = time.perf_counter()
-            r.update(run_worker("index", corpus.root, 30 if quick else 100, 1800))
-            print(f"[bench] {name}: index worker {time.perf_counter() - step:.1f} s", file=sys.stderr,
-                  flush=True)
+            if "index" in phases:
+                r.update(run_worker("index", corpus.root, 30 if quick else 100, 1800))
+                print(f"[bench] {name}: index worker {time.perf_counter() - step:.1f} s", file=sys.stderr,
+                      flush=True)
             step = time.perf_counter()
-            r.update(run_worker("warm", corpus.root, 3 if quick else 5, 900))
-            print(f"[bench] {name}: warm worker {time.perf_counter() - step:.1f} s", file=sys.stderr,
-                  flush=True)
+            if "warm" in phases:
+                r.update(run_worker("warm", corpus.root, 3 if quick else 5, 900))
+                print(f"[bench] {name}: warm worker {time.perf_counter() - step:.1f} s", file=sys.stderr,
+                      flush=True)
             step = time.perf_counter()
-            cli_phase(corpus.root, 3 if quick else 5, r)
-            print(f"[bench] {name}: grounding check {time.perf_counter() - step:.1f} s", file=sys.stderr,
-                  flush=True)
+            if "cli" in phases:
+                if "index" not in phases:
+                    rg_phase(corpus.root, r)  # the ratio's other side, measured in this run
+                cli_phase(corpus.root, 3 if quick else 5, r)
+                print(f"[bench] {name}: grounding check {time.perf_counter() - step:.1f} s", file=sys.stderr,
+                      flush=True)
             step = time.perf_counter()
-            if quick and name.startswith("debian"):
+            if "lsp" not in phases:
+                pass
+            elif quick and name.startswith("debian"):
                 r["lsp_skipped"] = "--quick"  # see BENCHMARKS.md: evidence conflicts stall it
             else:
                 asyncio.run(lsp_phase(corpus.root, 10 if quick else 30, 1 if quick else 2,
@@ -1301,22 +1329,25 @@ def main(argv: list[str] | None = None) -> int:
             r["error"] = f"{type(exc).__name__}: {exc}"[:600]
             print(f"[bench] {name}: {r['error']}", file=sys.stderr, flush=True)
         results.append((corpus, r))
-    try:  # image measurement (SPEC §12): no corpus, generated PNGs
-        images = images_section(5 if quick else 15)
-    except Exception as exc:  # report and keep going, as for a corpus
-        images = {"error": f"{type(exc).__name__}: {exc}"[:600]}
-        print(f"[bench] images: {images['error']}", file=sys.stderr, flush=True)
-    try:  # hostile drafts (issue 13 item 12): generated in memory
-        hostile = hostile_section()
-    except Exception as exc:  # report and keep going, as for a corpus
-        hostile = {"error": f"{type(exc).__name__}: {exc}"[:600]}
-        print(f"[bench] hostile: {hostile['error']}", file=sys.stderr, flush=True)
+    images: dict[str, Any] = {"skipped": "--no-extras"}
+    hostile: dict[str, Any] = {"skipped": "--no-extras"}
+    if not args.no_extras:
+        try:  # image measurement (SPEC §12): no corpus, generated PNGs
+            images = images_section(5 if quick else 15)
+        except Exception as exc:  # report and keep going, as for a corpus
+            images = {"error": f"{type(exc).__name__}: {exc}"[:600]}
+            print(f"[bench] images: {images['error']}", file=sys.stderr, flush=True)
+        try:  # hostile drafts (issue 13 item 12): generated in memory
+            hostile = hostile_section()
+        except Exception as exc:  # report and keep going, as for a corpus
+            hostile = {"error": f"{type(exc).__name__}: {exc}"[:600]}
+            print(f"[bench] hostile: {hostile['error']}", file=sys.stderr, flush=True)
     elapsed = time.perf_counter() - started
     load_after = os.getloadavg()
 
     print()
     print(f"Grounding benchmarks ({'quick' if quick else 'full'} run)")
-    print(f"- command: python3 bench/run.py{' --quick' if quick else ''}")
+    print(f"- command: python3 bench/run.py {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
     for key in ("date", "machine", "os", "python", "commit"):
         print(f"- {key}: {info[key]}")
     print(f"- load average (1 min) before / after: {load_before[0]:.2f} / {load_after[0]:.2f};"
@@ -1340,10 +1371,11 @@ def main(argv: list[str] | None = None) -> int:
                  if k in r}
         print(f"{corpus.name}: " + json.dumps(extra, ensure_ascii=False, default=str))
     print()
-    print(render_images(images))
-    print("images: " + json.dumps({k: images[k] for k in ("regions", "error") if k in images}))
-    print()
-    print(render_hostile(hostile))
+    if not args.no_extras:
+        print(render_images(images))
+        print("images: " + json.dumps({k: images[k] for k in ("regions", "error") if k in images}))
+        print()
+        print(render_hostile(hostile))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"info": info, "results": [

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import operator
 import os
 import re
 import stat as stat_mod
@@ -180,12 +181,15 @@ def _walk(config: Config, top: Path, top_rel: str, listing: Listing) -> None:
                 "unreadable-evidence", f"cannot list this folder: {err.strerror}; its files were not read")
 
     matches = evidence_matcher(config)
+    candidates = listing.candidates
+    new_tuple = tuple.__new__  # the named tuples' own __new__ is a Python call: 60,000 in a 30k walk
+    by_name = operator.attrgetter("name")
     stack = [(str(top), top_rel + "/" if top_rel else "")]
     while stack:  # os.scandir, depth first in name order (os.walk with string paths costs more)
         folder, prefix = stack.pop()
         try:
             with os.scandir(folder) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                entries = sorted(it, key=by_name)
         except OSError as exc:
             if exc.filename is None:
                 exc.filename = folder
@@ -203,8 +207,23 @@ def _walk(config: Config, top: Path, top_rel: str, listing: Listing) -> None:
                     subfolders.append((entry.path, prefix + name + "/"))
                 continue
             rel = prefix + name
-            if matches(rel):
-                _consider(config, root, entry.path, rel, listing, inodes, entry)
+            if not matches(rel):
+                continue
+            # the usual text file: one lstat, no other call (an image's key also holds its
+            # sidecar's stat, and names that are not UTF-8 are refused: both go to _consider)
+            if (rel.isascii() or is_printable_path(rel)) and not is_image_path(rel):
+                try:
+                    st = entry.stat(follow_symlinks=False)  # cached by the entry for _consider
+                except OSError:
+                    st = None
+                if st is not None and stat_mod.S_ISREG(st.st_mode):
+                    inode = (st.st_dev, st.st_ino)
+                    if inode not in inodes:
+                        inodes[inode] = rel
+                        candidates[rel] = new_tuple(Candidate, (entry.path, new_tuple(StatKey, (
+                            st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))))
+                        continue
+            _consider(config, root, entry.path, rel, listing, inodes, entry)
         stack.extend(reversed(subfolders))
 
 

@@ -458,31 +458,43 @@ class SqlSnapshot(IndexSnapshot):
         if stored is None:
             summary = _Summary(0, ())
         else:
-            active, params = self._active(today)
-            rows = self._rows(
-                "SELECT norm, value, doc_id, version, line, path, cnt FROM ("
-                " SELECT f.norm AS norm, COALESCE(f.value, f.norm) AS value, v.doc_id AS doc_id,"
-                " v.version AS version, f.line AS line, v.path AS path,"
-                " ROW_NUMBER() OVER (PARTITION BY f.norm ORDER BY v.doc_id, v.version, f.line) AS rn,"
-                " COUNT(*) OVER (PARTITION BY f.norm) AS cnt"
-                " FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
-                f" WHERE {self.KEY_WHERE} AND {active}"
-                ") AS ranked WHERE rn <= ? ORDER BY doc_id, version, line",
-                (*stored, *params, max(per_value, 1)))  # one row per value at least: its spelling
-            subject, name = key
-            groups: dict[str, tuple[str, int, list[KeyedLine]]] = {}
-            for r in rows:
-                norm = str(r[0])
-                kl = KeyedLine(str(r[2]), int(str(r[3])), int(str(r[4])), subject, name, str(r[1]), str(r[5]))
-                group = groups.get(norm)
-                if group is None:
-                    groups[norm] = (kl.value, int(str(r[6])), [kl])
-                else:
-                    group[2].append(kl)
-            summary = _Summary(sum(g[1] for g in groups.values()),
-                               tuple((norm, g[0], g[1], tuple(g[2][:per_value])) for norm, g in groups.items()))
+            summary = self._read_summary(key, stored, today, per_value)
         _put(self._caches.summaries, cache_key, summary)
         return summary
+
+    def _read_summary(self, key: ConflictKey, stored: tuple[int, int, str, str], today: dt.date,
+                      per_value: int) -> _Summary:
+        """Every active line of the key, in (doc_id, version, line) order, grouped here: each
+        value's count, its first spelling and its first ``per_value`` sources.
+
+        One index range of the key joined to ``versions`` and sorted by SQLite; rows past a
+        value's first sources become a count only (no object). A window function per value
+        (``ROW_NUMBER`` / ``COUNT`` over ``PARTITION BY norm``) sorted the key twice and cost
+        three times as much on Debian's 15,000-line keys (BENCHMARKS.md).
+        """
+        active, params = self._active(today)
+        rows = self._conn().execute(
+            "SELECT f.norm, COALESCE(f.value, f.norm), v.doc_id, v.version, f.line, v.path"
+            " FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
+            f" WHERE {self.KEY_WHERE} AND {active} ORDER BY v.doc_id, v.version, f.line",
+            (*stored, *params))
+        subject, name = key
+        keep = max(per_value, 1)  # one source per value at least: its spelling
+        counts: dict[str, int] = {}
+        sources: dict[str, list[KeyedLine]] = {}
+        total = 0
+        for norm, value, doc_id, version, line, path in rows:
+            total += 1
+            seen = counts.get(norm)
+            if seen is None:
+                counts[norm] = 1
+                sources[norm] = [KeyedLine(doc_id, version, line, subject, name, value, path)]
+            else:
+                counts[norm] = seen + 1
+                if seen < keep:
+                    sources[norm].append(KeyedLine(doc_id, version, line, subject, name, value, path))
+        return _Summary(total, tuple((norm, group[0].value, counts[norm], tuple(group[:per_value]))
+                                     for norm, group in sources.items()))
 
     def key_summary(self, key: ConflictKey, today: dt.date, cited: Iterable[LineIdentity] = (),
                     per_value: int = 5) -> KeySummary:

@@ -775,8 +775,7 @@ class _Scan:
     def _load_rows(self) -> None:
         cols = "path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version, problem, findings"
         if self.listing.full:  # the stat keys only; a row is read whole when it is needed
-            rows = self.conn.execute("SELECT path, size, mtime_ns, ctime_ns, inode, NULL, NULL, NULL, NULL,"
-                                     " findings, 1 FROM files").fetchall()
+            rows = self.conn.execute("SELECT path, size, mtime_ns, ctime_ns, inode, findings FROM files").fetchall()
         else:
             wanted = set(self.listing.candidates) | set(self.listing.refused) | self.listing.gone
             rows = []
@@ -786,7 +785,7 @@ class _Scan:
                 upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
                 rows.extend(self.conn.execute(f"SELECT {cols} FROM files WHERE path >= ? AND path < ?",
                                               (prefix, upper)).fetchall())
-        self.old = _OldRows({str(r[0]): tuple(r) for r in rows}, self.conn)
+        self.old = _OldRows({r[0]: r for r in rows}, self.conn)
 
     def _read(self, rel: str, candidate: scanning.Candidate) -> None:
         """Read one changed file into ``self.rows`` / ``self.fresh`` (or report it)."""
@@ -898,10 +897,12 @@ class _Scan:
                 self.progress(done, len(todo), rel)
 
         now = scanning.now_ns()
+        candidates, raw, same = self.listing.candidates, self.old.raw, self.same
         for rel in todo:
-            candidate = self.listing.candidates[rel]
-            if self.old.matches(rel, candidate.key):
-                self.same.add(rel)
+            candidate = candidates[rel]
+            stored = raw.get(rel)  # the stat key compared as a tuple (OldRows.matches), no call
+            if stored is not None and stored[1] >= 0 and stored[1:5] == candidate.key:
+                same.add(rel)
                 done += 1
             elif candidate.key.fresh(now) and not candidate.key.coarse:
                 waiting[rel] = candidate
@@ -1193,12 +1194,22 @@ class _Scan:
             paths = {p for p in paths if p in self.listing.candidates or p in self.listing.refused
                      or p in changed_findings}
         evidence: dict[str, list[Finding]] = {}
+        rows, old_rows, raw = self.rows, self.old, self.old.raw
         for path in sorted(paths):
-            row = self.rows.get(path)
-            evidence[path] = ([finding_of(d) for d in row.findings] if row is not None
-                              else self.old.findings(path))
+            row = rows.get(path)
+            if row is not None:
+                evidence[path] = [finding_of(d) for d in row.findings]
+            else:  # an unchanged row: most have no findings (NULL), so no call and no JSON
+                stored = raw[path]
+                evidence[path] = (old_rows.findings(path) if stored[-1] is not None or len(stored) != STAT_ONLY
+                                  else [])
         result.evidence = evidence
         result.findings_changed.sort()
+
+
+STAT_ONLY = 6
+"""Columns of a ``files`` row a full walk loads (path, size, mtime_ns, ctime_ns, inode,
+findings): the rest is read when the row is needed (a full row has 10)."""
 
 
 class _OldRows(Mapping[str, FileRow]):
@@ -1215,12 +1226,17 @@ class _OldRows(Mapping[str, FileRow]):
         row = self._rows.get(path)
         if row is None:
             raw = self._raw[path]
-            if len(raw) > 10 and self._conn is not None:  # loaded as a stat key only
+            if len(raw) == STAT_ONLY and self._conn is not None:  # loaded as a stat key only
                 raw = self._conn.execute(
                     "SELECT path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version, problem,"
                     " findings FROM files WHERE path = ?", (path,)).fetchone()
             row = self._rows[path] = _row(raw)
         return row
+
+    @property
+    def raw(self) -> Mapping[str, tuple[Any, ...]]:
+        """The rows as read: (path, size, mtime_ns, ctime_ns, inode, ...) by path."""
+        return self._raw
 
     def __contains__(self, path: object) -> bool:
         return path in self._raw
@@ -1238,7 +1254,8 @@ class _OldRows(Mapping[str, FileRow]):
             key.size, key.mtime_ns, key.ctime_ns, key.inode)
 
     def findings(self, path: str) -> list[Finding]:
-        raw = self._raw[path][9]
+        row = self._raw[path]
+        raw = row[STAT_ONLY - 1] if len(row) == STAT_ONLY else row[9]
         return [finding_of(d) for d in json.loads(raw)] if raw else []
 
 

@@ -36,6 +36,11 @@ def split_lines(text: str) -> list[str]:
     """
     if not text:
         return []
+    if "\r" not in text:  # the common case: str.split is several times faster than the regex
+        lines = text.split("\n")
+        if lines[-1] == "":
+            lines.pop()
+        return lines
     lines = LINE_BREAK.split(text)
     if lines[-1] == "" and LINE_BREAK.search(text[-2:]) is not None:
         lines.pop()

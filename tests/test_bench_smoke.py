@@ -43,3 +43,27 @@ def test_quick_bench_prints_every_row(tmp_path: Path) -> None:
         gen_tiny = cells[2]
         assert gen_tiny and gen_tiny not in ("error", "n/a"), row
     assert "- command: python3 bench/run.py --quick" in proc.stdout
+
+
+def test_quick_bench_runs_selected_phases(tmp_path: Path) -> None:
+    """``--phases`` re-measures some rows: the index and warm rows get figures, the rows of the
+    phases left out print ``n/a``, and the image and hostile tables are left out on request.
+    """
+    proc = subprocess.run(
+        [sys.executable, str(RUN), "--quick", "--corpus", "gen-tiny", "--corpus-dir", str(tmp_path),
+         "--phases", "index,warm", "--no-extras"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    labels = {key: label for key, label, _target in _rows()}
+
+    def cell(key: str) -> str:
+        row = next(line for line in proc.stdout.splitlines() if line.startswith(f"| {labels[key]} |"))
+        return row.strip("|").split("|")[2].strip()
+
+    for key in ("cold", "warm", "first_check", "check", "one_file"):
+        assert cell(key) not in ("", "error", "n/a"), key
+    for key in ("cli", "lsp_index", "stdio_change"):
+        assert cell(key) == "n/a", key
+    assert "--phases index,warm --no-extras" in proc.stdout
+    assert "| hostile draft metric |" not in proc.stdout

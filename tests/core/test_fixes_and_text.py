@@ -28,6 +28,8 @@ from grounding_core.text import (
     ("\r\n", [""]),
     ("一\u2028二\u2029三\u0085四\x0c五\x0b六\x1c七", ["一\u2028二\u2029三\u0085四\x0c五\x0b六\x1c七"]),
     ("a\r\r\nb", ["a", "", "b"]),
+    ("活动：周四\n𠮷🎉\n\n", ["活动：周四", "𠮷🎉", ""]),  # no CR: the str.split path
+    ("\n\n", ["", ""]),
 ])
 def test_only_cr_lf_and_crlf_end_a_line(text: str, lines: list[str]) -> None:
     assert split_lines(text) == lines

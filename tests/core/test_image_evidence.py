@@ -217,6 +217,18 @@ def test_the_sidecar_is_watched_with_its_image(make_workspace: MakeWorkspace, tm
     assert only(check(ws, "answers/a.md", text), "inactive-source")  # no longer indexed: revoked
 
 
+def test_a_full_walk_reads_an_image_again_only_when_it_or_its_sidecar_changed(
+        make_workspace: MakeWorkspace, tmp_path: Path, png: bytes) -> None:
+    """The walk's fast path for text files leaves images to the sidecar-aware stat key."""
+    ws = make_workspace({"evidence/面板.png": png, "evidence/面板.png.yaml": SIDECAR,
+                         "evidence/说明.md": "- 颜色：红色\n"})
+    ws.scan()
+    assert ws.scan().changed == []  # nothing changed: neither the image nor the text file is read
+    write(tmp_path, "evidence/面板.png.yaml", SIDECAR + "title: 新面板\r\n")
+    assert ws.scan().changed == ["面板.png"]  # only the sidecar changed: its image is read again
+    assert ws.scan().changed == []
+
+
 def test_a_png_that_does_not_decode_is_unreadable_evidence(make_workspace: MakeWorkspace, png: bytes) -> None:
     ws = make_workspace({"evidence/broken.png": png[: len(png) // 2], "evidence/notpng.png": b"GIF89a....",
                          "evidence/ok.png": png})
