@@ -585,14 +585,22 @@ class _Scan:
         """
         sidecar = ""
         path = self.config.evidence_root / sidecar_path(rel)
+        name = sidecar_path(rel.rpartition('/')[2])
         try:
-            sidecar = sidecar_text(scanning.read_stable(path)[0])
+            sidecar = sidecar_text(scanning.read_inside(self.config.evidence_root, path)[0])
         except FileNotFoundError:
             pass
+        except scanning.Outside as exc:  # never read (SPEC §2): a sidecar is evidence metadata
+            raise EvidenceError("invalid-front-matter", f"the sidecar {name} cannot be used: {exc.strerror};"
+                                " the image is not indexed",
+                                hint="Copy the sidecar into the evidence folder instead of linking to it.") from None
         except (OSError, Unstable) as exc:
-            raise EvidenceError("invalid-front-matter", f"the sidecar {sidecar_path(rel.rpartition('/')[2])}"
-                                f" cannot be read ({exc}); the image is not indexed",
-                                hint="Save the sidecar again; the image is read with it.") from None
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else (
+                "it kept changing while it was read" if isinstance(exc, Unstable) else str(exc))
+            raise EvidenceError("invalid-front-matter", f"the sidecar {name} cannot be read: {reason};"
+                                " the image is not indexed",
+                                hint=f"Make {name} a regular UTF-8 YAML file (or remove it); the image is"
+                                " read with it.") from None
         backend = self.store.backend
         cached = backend.measurement(self.conn, sha, MEASUREMENT_VERSION)
         measurement = None
