@@ -226,6 +226,20 @@ def split_quote(quote: str, separators: tuple[str, ...]) -> tuple[str, str] | No
     return (field, quote[best[0] + len(best[1]):].strip()) if field else None
 
 
+COLON_LOOKALIKES = {":": "the ASCII ':'", "︰": "'︰' (U+FE30)", "∶": "'∶' (U+2236, ratio)",
+                    "﹕": "'﹕' (U+FE55, small colon)", "꞉": "'꞉' (U+A789)"}
+"""Characters a writer types for the full-width colon of ``FIELD：VALUE`` (IME or keyboard slips)."""
+
+
+def _colon_slip(quote: str) -> tuple[str, str] | None:
+    """``(what was typed, the quote with it replaced by '：')`` when a colon look-alike stands
+    where the full-width colon of a measured attribute belongs (its first one), else None."""
+    at = min((i for i in (quote.find(c) for c in COLON_LOOKALIKES) if i > 0), default=-1)
+    if at < 0 or not quote[:at].strip():
+        return None
+    return COLON_LOOKALIKES[quote[at]], quote[:at] + "：" + quote[at + 1:]
+
+
 def measured_value(snapshot: IndexSnapshot, sha256: str, region: str, field: str,
                    language: str) -> str | None:
     """The measured value of ``field`` of ``region`` (``"r1"``) in the content ``sha256``, or None."""
@@ -346,9 +360,16 @@ def check_region_claim(
     fields = measured_fields(language)
     if quoted is None:
         supported = False
-        add("quote-mismatch", f"the quote {shorten(quote, quote=True)} is not one measured attribute"
-            " written FIELD：VALUE", hint=f"Quote one of {ref.name}'s attributes, e.g. "
-            f"\"{region.attributes[2][0]}：{region.attributes[2][1]}\".", at="quote", related=(location,))
+        slip = _colon_slip(quote)
+        if slip is not None:
+            char, fixed = slip
+            add("quote-mismatch", f"the quote {shorten(quote, quote=True)} separates field and value with"
+                f" {char}; a measured attribute is written with the full-width colon '：'",
+                hint=f"Quote \"{shorten(fixed, 60)}\".", at="quote", related=(location,))
+        else:
+            add("quote-mismatch", f"the quote {shorten(quote, quote=True)} is not one measured attribute"
+                " written FIELD：VALUE", hint=f"Quote one of {ref.name}'s attributes, e.g. "
+                f"\"{region.attributes[2][0]}：{region.attributes[2][1]}\".", at="quote", related=(location,))
     elif quoted[0] not in fields:
         supported = False
         add("unsupported-attribute",

@@ -932,9 +932,21 @@ def sidecar_text(data: bytes) -> str:
     try:
         parse_sidecar(data)
     except EvidenceError as exc:
-        raise EvidenceError(exc.name, f"the sidecar (line {exc.line}): {exc.message}", line=1,
-                            hint=exc.hint) from None
+        message = exc.message.replace("the front matter", "the sidecar").replace("front matter", "the sidecar")
+        text = (f"{message} (line {exc.line})" if message.startswith("the sidecar")
+                else f"the sidecar, line {exc.line}: {message}")
+        hint = (exc.hint if exc.hint and "---" not in exc.hint else
+                SIDECAR_HINT if exc.hint or "mapping" in message else SIDECAR_VALUE_HINT)
+        raise EvidenceError(exc.name, text, line=1, hint=hint) from None
     return strip_bom(data.decode("utf-8"))
+
+
+SIDECAR_HINT = ("Write the sidecar as one YAML mapping, one 'key: value' a line (doc_id, subject, title,"
+                " version, status, effective_from, effective_until), e.g. 'doc_id: shapes'.")
+"""The hint of a sidecar finding about its shape (front matter's hint speaks of '---' lines)."""
+SIDECAR_VALUE_HINT = ("Fix that value in the sidecar: its keys take what front matter takes (version a"
+                      " positive integer, status active or revoked, dates YYYY-MM-DD, text for the others).")
+"""The hint of a sidecar finding about one value, where front matter gives none."""
 
 
 def image_document_from_event(rel_path: str, sha256: str, text: str, language: str = "zh") -> ImageDocument | None:
