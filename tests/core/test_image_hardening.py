@@ -239,3 +239,29 @@ def test_a_png_evidence_path_that_is_not_a_regular_file_is_skipped(make_workspac
     os.mkfifo(ws.config.evidence_root / "管道.png")
     ws.scan()
     assert ws.store.snapshot().newest("面板") is not None and ws.store.snapshot().versions("管道") == {}
+
+
+@pytest.mark.parametrize("region, says", [
+    ("r0", "regions are numbered from r1 (in reading order); there is no r0"),
+    ("r01", "the region number '01' has a leading zero; write 面板@1#r1"),
+    ("r１", "the region number '１' has full-width digits; write 面板@1#r1"),
+    ("r1:3", "a region is cited without a line: write 面板@1#r1"),
+    ("rX", "the region number 'X' must be a positive integer, e.g. 面板@1#r1"),
+])
+def test_a_bad_region_number_says_what_to_write(make_workspace: MakeWorkspace, region: str, says: str) -> None:
+    data = panel()
+    ws = make_workspace({"evidence/面板.png": data, "evidence/面板.png.yaml": "doc_id: 面板\r\n"})
+    report = check(ws, "answers/a.md", draft(f'[^1]: 面板@1#{region} sha256:{sha256(data)[:12]} "颜色：红色"'))
+    assert says in only(report, "malformed-citation").message
+
+
+def test_a_citation_of_a_png_that_is_not_indexed_points_at_its_finding(make_workspace: MakeWorkspace) -> None:
+    data = panel()
+    ws = make_workspace({"evidence/图片/坏🎉.png": data[: len(data) // 2]})
+    assert names(ws.store.evidence_findings()["图片/坏🎉.png"]) == ["unreadable-evidence"]
+    report = check(ws, "answers/a.md", draft(f'[^1]: 图片/坏🎉@1#r1 sha256:{sha256(data)[:12]} "颜色：红色"'))
+    finding = only(report, "unknown-source")
+    assert "the image 图片/坏🎉.png is in the evidence folder but is not indexed" in finding.message
+    assert finding.hint == "Fix 图片/坏🎉.png as its finding says, or cite another source."
+    other = check(ws, "answers/b.md", draft(f'[^1]: 图片/无@1#r1 sha256:{sha256(data)[:12]} "颜色：红色"'))
+    assert "not indexed" not in only(other, "unknown-source").message
