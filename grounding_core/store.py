@@ -774,8 +774,10 @@ class _Scan:
                     "version-reuse", Span(0, 0, 0, 3),
                     f"the content of {doc_id}@{declared} changed but its declared version did not;"
                     f" citations pinned to its original hash ({record.first_sha256[:12]}) now fail",
-                    hint="Raise 'version' in the front matter whenever the content changes; restoring"
-                    " the original content removes this warning.",
+                    hint=(f"Raise 'version' in the sidecar {sidecar_path(rel.rpartition('/')[2])} whenever"
+                          " the image changes" if is_image_path(rel) else
+                          "Raise 'version' in the front matter whenever the content changes")
+                    + "; restoring the original content removes this warning.",
                 ))
         self._write_rows(removed, touched, groups, group_findings)
         if full is not None:

@@ -265,3 +265,14 @@ def test_a_citation_of_a_png_that_is_not_indexed_points_at_its_finding(make_work
     assert finding.hint == "Fix 图片/坏🎉.png as its finding says, or cite another source."
     other = check(ws, "answers/b.md", draft(f'[^1]: 图片/无@1#r1 sha256:{sha256(data)[:12]} "颜色：红色"'))
     assert "not indexed" not in only(other, "unknown-source").message
+
+
+def test_version_reuse_of_an_image_tells_to_raise_the_version_in_its_sidecar(make_workspace: MakeWorkspace,
+                                                                              tmp_path: Path) -> None:
+    ws = make_workspace({"evidence/图/面板.png": panel(), "evidence/图/面板.png.yaml": "doc_id: 面板\r\nversion: 1\r\n"})
+    blue = Image.new("RGB", (200, 200), (255, 255, 255))
+    ImageDraw.Draw(blue).ellipse([20, 20, 99, 99], fill=(30, 60, 220))
+    (tmp_path / "evidence/图/面板.png").write_bytes(png(blue))
+    ws.scan()
+    finding = only(ws.store.evidence_findings()["图/面板.png"], "version-reuse")
+    assert finding.hint.startswith("Raise 'version' in the sidecar 面板.png.yaml whenever the image changes")
