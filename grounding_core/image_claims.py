@@ -252,7 +252,8 @@ COLON_LOOKALIKES = {":": "the ASCII ':'", "︰": "'︰' (U+FE30)", "∶": "'∶'
 
 def _colon_slip(quote: str) -> tuple[str, str] | None:
     """``(what was typed, the quote with it replaced by '：')`` when a colon look-alike stands
-    where the full-width colon of a measured attribute belongs (its first one), else None."""
+    where the full-width colon of a measured attribute belongs (its first one), else None.
+    """
     at = min((i for i in (quote.find(c) for c in COLON_LOOKALIKES) if i > 0), default=-1)
     if at < 0 or not quote[:at].strip():
         return None

@@ -372,7 +372,8 @@ class Unstable(Exception):
 
 class NotRegular(OSError):
     """The path is not a regular file (a FIFO, a device, a socket, a folder): never read, so
-    a named pipe put where a file (or an image's sidecar) was expected cannot block a scan."""
+    a named pipe put where a file (or an image's sidecar) was expected cannot block a scan.
+    """
 
     def __init__(self, kind: str) -> None:
         super().__init__(errno.EINVAL, f"it is {kind}, not a regular file, so it was not read")

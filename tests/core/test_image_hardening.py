@@ -269,7 +269,8 @@ def test_a_citation_of_a_png_that_is_not_indexed_points_at_its_finding(make_work
 
 def test_version_reuse_of_an_image_tells_to_raise_the_version_in_its_sidecar(make_workspace: MakeWorkspace,
                                                                               tmp_path: Path) -> None:
-    ws = make_workspace({"evidence/图/面板.png": panel(), "evidence/图/面板.png.yaml": "doc_id: 面板\r\nversion: 1\r\n"})
+    ws = make_workspace({"evidence/图/面板.png": panel(),
+                         "evidence/图/面板.png.yaml": "doc_id: 面板\r\nversion: 1\r\n"})
     blue = Image.new("RGB", (200, 200), (255, 255, 255))
     ImageDraw.Draw(blue).ellipse([20, 20, 99, 99], fill=(30, 60, 220))
     (tmp_path / "evidence/图/面板.png").write_bytes(png(blue))
