@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -92,8 +93,26 @@ def parse_region_id(id_text: str) -> tuple[RegionRef | None, str]:
     if not region.startswith("r"):
         return None, (f"{shown}: a region is written #r and its number, e.g. {doc_id}@{version}#r1"
                       " (regions are numbered r1, r2, … in reading order)")
-    return None, (f"{shown}: the region number {shorten(region[1:], 20, quote=True)} must be a"
-                  " positive integer (no leading zeros)")
+    return None, f"{shown}: {_region_number_problem(doc_id, version, region[1:])}"
+
+
+def _region_number_problem(doc_id: str, version: str, number: str) -> str:
+    """What is wrong with the text after ``#r`` of a region id, and what to write instead."""
+    import unicodedata
+
+    shown = shorten(number, 20, quote=True)
+    ascii_form = unicodedata.normalize("NFKC", number)
+    if ascii_form != number and re.fullmatch(r"[1-9][0-9]{0,17}", ascii_form):
+        return f"the region number {shown} has full-width digits; write {doc_id}@{version}#r{ascii_form}"
+    if re.fullmatch(r"0+", number):
+        return f"regions are numbered from r1 (in reading order); there is no r{number}"
+    if re.fullmatch(r"0+[1-9][0-9]*", number):
+        return f"the region number {shown} has a leading zero; write {doc_id}@{version}#r{number.lstrip('0')}"
+    head = re.match(r"[1-9][0-9]*", number)
+    if head is not None and number[head.end():head.end() + 1] == ":":
+        return (f"a region is cited without a line: write {doc_id}@{version}#r{head[0]} (the quote names"
+                " the attribute)")
+    return f"the region number {shown} must be a positive integer, e.g. {doc_id}@{version}#r1"
 
 
 def definition_shape(label: str) -> str:
@@ -226,12 +245,43 @@ def split_quote(quote: str, separators: tuple[str, ...]) -> tuple[str, str] | No
     return (field, quote[best[0] + len(best[1]):].strip()) if field else None
 
 
+COLON_LOOKALIKES = {":": "the ASCII ':'", "︰": "'︰' (U+FE30)", "∶": "'∶' (U+2236, ratio)",
+                    "﹕": "'﹕' (U+FE55, small colon)", "꞉": "'꞉' (U+A789)"}
+"""Characters a writer types for the full-width colon of ``FIELD：VALUE`` (IME or keyboard slips)."""
+
+
+def _colon_slip(quote: str) -> tuple[str, str] | None:
+    """``(what was typed, the quote with it replaced by '：')`` when a colon look-alike stands
+    where the full-width colon of a measured attribute belongs (its first one), else None.
+    """
+    at = min((i for i in (quote.find(c) for c in COLON_LOOKALIKES) if i > 0), default=-1)
+    if at < 0 or not quote[:at].strip():
+        return None
+    return COLON_LOOKALIKES[quote[at]], quote[:at] + "：" + quote[at + 1:]
+
+
 def measured_value(snapshot: IndexSnapshot, sha256: str, region: str, field: str,
                    language: str) -> str | None:
     """The measured value of ``field`` of ``region`` (``"r1"``) in the content ``sha256``, or None."""
     measurement = snapshot.measurement(sha256)
     found = measurement.in_language(language).region(region) if measurement is not None else None
     return found.value(field) if found is not None else None
+
+
+def _unindexed_png(config: Config, doc_id: str) -> str | None:
+    """The evidence path ``DOC_ID.png`` (the default doc_id's file, SPEC §12) when it exists
+    though the index has no such doc_id, else None. Looks only at that one name inside the
+    evidence folder (``lexists``: nothing is opened or followed), on the error path only.
+    """
+    parts = doc_id.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        return None
+    rel = f"{doc_id}.png"
+    try:
+        present = os.path.lexists(config.evidence_root.joinpath(*parts[:-1], parts[-1] + ".png"))
+    except (OSError, ValueError):
+        return None
+    return rel if present and config.evidence_matches(rel) else None
 
 
 def check_region_claim(
@@ -260,6 +310,13 @@ def check_region_claim(
 
     versions = snapshot.versions(ref.doc_id)
     if not versions:
+        unindexed = _unindexed_png(config, ref.doc_id)
+        if unindexed is not None:
+            add("unknown-source", f"no evidence document has doc_id '{ref.doc_id}': the image {unindexed}"
+                " is in the evidence folder but is not indexed (it does not decode, or its sidecar is"
+                " bad; its own finding says which)",
+                hint=f"Fix {unindexed} as its finding says, or cite another source.", at="doc_id")
+            return result
         close = snapshot.similar_doc_ids(ref.doc_id)
         add("unknown-source", f"no evidence document has doc_id '{ref.doc_id}'",
             hint=f"Did you mean '{close[0]}'?" if close else "Check the doc_id against the evidence folder.",
@@ -346,9 +403,16 @@ def check_region_claim(
     fields = measured_fields(language)
     if quoted is None:
         supported = False
-        add("quote-mismatch", f"the quote {shorten(quote, quote=True)} is not one measured attribute"
-            " written FIELD：VALUE", hint=f"Quote one of {ref.name}'s attributes, e.g. "
-            f"\"{region.attributes[2][0]}：{region.attributes[2][1]}\".", at="quote", related=(location,))
+        slip = _colon_slip(quote)
+        if slip is not None:
+            char, fixed = slip
+            add("quote-mismatch", f"the quote {shorten(quote, quote=True)} separates field and value with"
+                f" {char}; a measured attribute is written with the full-width colon '：'",
+                hint=f"Quote \"{shorten(fixed, 60)}\".", at="quote", related=(location,))
+        else:
+            add("quote-mismatch", f"the quote {shorten(quote, quote=True)} is not one measured attribute"
+                " written FIELD：VALUE", hint=f"Quote one of {ref.name}'s attributes, e.g. "
+                f"\"{region.attributes[2][0]}：{region.attributes[2][1]}\".", at="quote", related=(location,))
     elif quoted[0] not in fields:
         supported = False
         add("unsupported-attribute",

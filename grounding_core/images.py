@@ -8,8 +8,9 @@ Decoding
     The bytes must start with the PNG signature and decode with Pillow (the first frame of an
     animated PNG; palettes, grey levels and 16-bit channels converted by Pillow to 8-bit RGB,
     or RGBA when the PNG has an alpha channel or a transparent colour). Anything else, and
-    images of more than :data:`MAX_PIXELS` pixels (checked before decoding), raise
-    :class:`ImageError` (``unreadable-evidence``).
+    images of more than :data:`MAX_PIXELS` pixels (checked from the header, before any pixel
+    is decoded), raise :class:`ImageError` (``unreadable-evidence``). 16-bit grey levels ``v``
+    become ``round(v * 255 / 65535)`` (Pillow would clip them to 255).
 
 Foreground (what is not background)
     A pixel whose alpha is below :data:`OPAQUE_ALPHA` (128) is always background. When at
@@ -28,7 +29,10 @@ Regions
     Connected components of the foreground (8-connectivity, ``skimage.measure.label``),
     measured with ``skimage.measure.regionprops``. Components with fewer than
     ``max(MIN_REGION_AREA, width * height // MIN_REGION_FRACTION)`` pixels (64 pixels, or one
-    4000th of the image: 1000 pixels in a 4-megapixel photo) are ignored as specks.
+    4000th of the image: 1000 pixels in a 4-megapixel photo) are ignored as specks. An image
+    whose kept regions' bounding boxes hold more than :data:`MAX_BOX_PIXELS` pixels in all
+    (thousands of interleaved stripes) raises :class:`ImageError`: measuring costs what the
+    boxes hold, and this keeps every measurement to seconds.
     Regions are numbered ``r1, r2, …`` in reading order of their bounding boxes: sorted by
     top edge, then left edge; a box whose top edge is less than half the smaller of the two
     heights below the top edge of the first box of the current row joins that row; rows are
@@ -48,8 +52,9 @@ Attributes (fields of a region, in this order; ``image_language`` "zh" or "en")
     ``长方形``/``rectangle`` (boxes are axis-aligned, as in screenshots: a square rotated 45°
     is ``其他``); ``圆形``/``circle`` when the circularity 4πA/P² (P: ``perimeter_crofton``,
     holes included) is at least 0.95, the moment axes' ratio at most 1.10 and the extent
-    within 0.70..0.85 (π/4 for a disc); a solidity (pixel area / area of the outline's
-    convex hull) below 0.85 is ``其他``/``other`` (stars, rings, arrows);
+    within 0.70..0.85 (π/4 for a disc); a solidity (pixel area / area of the convex hull of
+    the outline, the midpoints of the region's pixel edges that face outside, pieces touching
+    only at a corner included) below 0.85 is ``其他``/``other`` (stars, rings, arrows);
     ``三角形``/``triangle`` when the extent is at most 0.65 and the area at most 1.35 times
     the largest triangle with corners on the region's outline (any rotation; a rotated
     square or rectangle is about 2.0); anything else is ``其他``/``other``.
@@ -72,6 +77,7 @@ import functools
 import io
 import math
 import re
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -99,6 +105,9 @@ are measured again (:meth:`Measurement.from_dict` refuses them)."""
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 MAX_PIXELS = 25_000_000
 """Larger images are ``unreadable-evidence`` (a decompression bomb must not exhaust memory)."""
+MAX_BOX_PIXELS = 4 * MAX_PIXELS
+"""Larger sums of the regions' bounding-box areas are ``unreadable-evidence``: measuring a region
+costs what its box holds, so this bounds a measurement's time (a few seconds) whatever the pixels."""
 OPAQUE_ALPHA = 128
 """Pixels with alpha below this are transparent, hence background."""
 FOREGROUND_DELTA_E = 20.0
@@ -373,27 +382,60 @@ def decode_png(data: bytes, max_pixels: int = MAX_PIXELS) -> Image.Image:
 
 
 def _decode(data: bytes, max_pixels: int) -> Image.Image:
-    """:func:`decode_png`, but ``RGB`` when the PNG has no alpha channel or transparent colour."""
-    from PIL import Image
+    """:func:`decode_png`, but ``RGB`` when the PNG has no alpha channel or transparent colour.
+
+    The header is read with Pillow's ``PngImagePlugin.PngImageFile`` itself (not ``Image.open``,
+    whose own decompression-bomb check would refuse a huge image before its size is known),
+    so a 30000x30000 image is refused naming its size, before any pixel is decoded.
+    """
+    from PIL import PngImagePlugin
 
     hint = "Export the image again as PNG; nothing else in the index is affected."
     if not data.startswith(PNG_SIGNATURE):
         raise ImageError("image evidence not indexed: the file is not a PNG (no PNG signature)", hint)
     try:
-        image = Image.open(io.BytesIO(data), formats=["PNG"])
-        width, height = image.size
-        if width * height > max_pixels:
-            raise ImageError(
-                f"image evidence not indexed: {width}x{height} pixels is more than the"
-                f" {max_pixels:,} the measurement reads", "Scale the image down.")
+        image = PngImagePlugin.PngImageFile(io.BytesIO(data))
+    except Exception as exc:  # SyntaxError, OSError, struct.error, …: a damaged or cut header
+        reason = f"{len(data)} bytes" if isinstance(exc, struct.error) or "unpack" in str(exc) else _reason(exc)
+        raise ImageError("image evidence not indexed: the PNG's header is damaged or the file is cut short"
+                         f" before its pixels ({reason})", hint) from None
+    width, height = image.size
+    if width * height > max_pixels:
+        raise ImageError(
+            f"image evidence not indexed: {width}x{height} pixels is more than the"
+            f" {max_pixels:,} the measurement reads (a larger image is never decoded)",
+            f"Scale the image down to at most {max_pixels:,} pixels (e.g. 5000x5000) and save it again.")
+    try:
         image.load()
+        if image.mode.startswith("I"):  # 16-bit grey: Pillow's convert() would clip it to 255
+            return _grey16(image)
         mode = "RGBA" if image.has_transparency_data else "RGB"
         return image if image.mode == mode else image.convert(mode)
-    except ImageError:
-        raise
     except Exception as exc:  # Pillow's decoders raise OSError, SyntaxError, ValueError, zlib.error, …
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ImageError(f"image evidence not indexed: the PNG does not decode ({reason})", hint) from None
+        raise ImageError(f"image evidence not indexed: the PNG does not decode ({_reason(exc)})", hint) from None
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of a decoder's message, without object reprs (``<_io.BytesIO object at …>``)."""
+    text = re.sub(r"\s*<[^<>]* object at 0x[0-9a-fA-F]+>", "", str(exc).splitlines()[0] if str(exc) else "")
+    return text.strip() or type(exc).__name__
+
+
+def _grey16(image: Image.Image) -> Image.Image:
+    """A 16-bit grey PNG (Pillow mode ``I;16``/``I``) as 8-bit ``RGB``, or ``RGBA`` when it has a
+    transparent grey level (``tRNS``): each level ``v`` (0..65535) becomes ``round(v * 255 /
+    65535)``, as Pillow does for 16-bit RGB (whose ``convert`` would clip grey to 255 instead).
+    """
+    import numpy as np
+    from PIL import Image
+
+    levels = np.asarray(image).astype(np.int64)
+    grey = ((np.clip(levels, 0, 65535) * 255 + 32767) // 65535).astype(np.uint8)
+    channels = [grey, grey, grey]
+    transparent = image.info.get("transparency")
+    if isinstance(transparent, int):
+        channels.append(np.where(levels == transparent, 0, 255).astype(np.uint8))
+    return Image.fromarray(np.stack(channels, axis=-1), "RGBA" if len(channels) == 4 else "RGB")
 
 
 # ---------------------------------------------------------------------- measurement
@@ -433,6 +475,7 @@ def measure_pixels(rgba: npt.NDArray[np.uint8], language: str = "zh") -> Measure
         small = np.bincount(labels.ravel(), minlength=count + 1) < min_area
         small[0] = False
         labels[small[labels]] = 0
+    _check_box_pixels(labels, min_area)
     found: list[tuple[tuple[int, int, int, int], int, tuple[int, int, int], str]] = []
     for props in regionprops(labels):
         area = int(props.area)
@@ -450,6 +493,32 @@ def measure_pixels(rgba: npt.NDArray[np.uint8], language: str = "zh") -> Measure
         ))
     return Measurement(width=width, height=height, background=background, regions=tuple(regions),
                        language=language)
+
+
+def _check_box_pixels(labels: npt.NDArray[np.int_], min_area: int) -> None:
+    """Refuse an image whose regions' bounding boxes add up to more than
+    :data:`MAX_BOX_PIXELS`: measuring a region costs what its box holds, so thousands of
+    interleaved stripes or combs, each boxed by nearly the whole image, would take hours.
+
+    Raises :class:`ImageError` (``unreadable-evidence``) naming the count and the total.
+    """
+    import numpy as np
+    from scipy.ndimage import find_objects
+
+    areas = np.bincount(labels.ravel())
+    kept = np.flatnonzero(areas >= min_area)
+    kept = kept[kept > 0]
+    boxes = find_objects(labels)
+    covered = 0
+    for index in kept.tolist():
+        rows, cols = boxes[index - 1]
+        covered += (rows.stop - rows.start) * (cols.stop - cols.start)
+    if covered > MAX_BOX_PIXELS:
+        raise ImageError(
+            f"image evidence not indexed: its {len(kept):,} regions' bounding boxes hold {covered:,} pixels"
+            f" in all, more than the {MAX_BOX_PIXELS:,} the measurement reads (regions that interleave,"
+            " like stripes or combs, each boxed by most of the image)",
+            "Crop the image to the parts a claim cites, or split it into several images.")
 
 
 def _foreground(rgba: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[np.bool_], tuple[int, int, int] | None]:
@@ -588,19 +657,34 @@ def classify_shape(props: Any) -> str:
 def _outline_hull(image: npt.NDArray[np.bool_]) -> npt.NDArray[np.float64]:
     """Corners ``(row, col)`` of the convex hull of a region mask's outline, in order.
 
-    The outline is the 0.5-level contour of the mask (``skimage.measure.find_contours``; it
-    runs along pixel edges, cutting corners diagonally), the one enclosing the most area (the
-    outer one: holes have their own contours); the hull is ``scipy.spatial.ConvexHull``'s.
-    Solidity is the region's pixel count over this hull's area, so holes lower it.
+    The outline runs along pixel edges, cutting corners diagonally: its points are the
+    midpoints between each region pixel and a 4-neighbour outside it (the 0.5-level contour of
+    the mask). Only the extreme ones can be hull corners, so per pixel row the leftmost and
+    rightmost such point, and per gap between two rows the leftmost and rightmost pixel
+    whose neighbour across the gap differs, are taken (at most ``4 * height + 2`` points;
+    array operations, no contour tracing, so a checkerboard of a million pixels costs what a
+    disc of that size does); the hull is ``scipy.spatial.ConvexHull``'s. For a region that is
+    one 4-connected piece this is the hull of its outer contour; pieces joined only at a
+    corner share one hull. Solidity is the region's pixel count over this hull's area, so
+    holes lower it.
     """
     import numpy as np
     from scipy.spatial import ConvexHull, QhullError
-    from skimage.measure import find_contours
 
-    contours = find_contours(np.pad(image, 1).astype(np.float64), 0.5)
-    if not contours:
+    padded = np.pad(image, 1)
+    columns = padded.shape[1]
+    points = []
+    for rows_of, offset, shift in ((padded, 0.0, 0.5), (padded[1:] != padded[:-1], 0.5, 0.0)):
+        rows = np.flatnonzero(rows_of.any(axis=1))
+        if not len(rows):
+            continue
+        first = rows_of[rows].argmax(axis=1)
+        last = columns - 1 - rows_of[rows, ::-1].argmax(axis=1)
+        points.append(np.stack([rows + offset, first - shift], axis=1))
+        points.append(np.stack([rows + offset, last + shift], axis=1))
+    if not points:
         return np.empty((0, 2))
-    outline = max(contours, key=_polygon_area)
+    outline = np.unique(np.concatenate(points).astype(np.float64), axis=0)
     try:
         hull = ConvexHull(outline)
     except (QhullError, ValueError):  # all points on one line
@@ -848,9 +932,21 @@ def sidecar_text(data: bytes) -> str:
     try:
         parse_sidecar(data)
     except EvidenceError as exc:
-        raise EvidenceError(exc.name, f"the sidecar (line {exc.line}): {exc.message}", line=1,
-                            hint=exc.hint) from None
+        message = exc.message.replace("the front matter", "the sidecar").replace("front matter", "the sidecar")
+        text = (f"{message} (line {exc.line})" if message.startswith("the sidecar")
+                else f"the sidecar, line {exc.line}: {message}")
+        hint = (exc.hint if exc.hint and "---" not in exc.hint else
+                SIDECAR_HINT if exc.hint or "mapping" in message else SIDECAR_VALUE_HINT)
+        raise EvidenceError(exc.name, text, line=1, hint=hint) from None
     return strip_bom(data.decode("utf-8"))
+
+
+SIDECAR_HINT = ("Write the sidecar as one YAML mapping, one 'key: value' a line (doc_id, subject, title,"
+                " version, status, effective_from, effective_until), e.g. 'doc_id: shapes'.")
+"""The hint of a sidecar finding about its shape (front matter's hint speaks of '---' lines)."""
+SIDECAR_VALUE_HINT = ("Fix that value in the sidecar: its keys take what front matter takes (version a"
+                      " positive integer, status active or revoked, dates YYYY-MM-DD, text for the others).")
+"""The hint of a sidecar finding about one value, where front matter gives none."""
 
 
 def image_document_from_event(rel_path: str, sha256: str, text: str, language: str = "zh") -> ImageDocument | None:

@@ -30,6 +30,7 @@ import json_source_map
 from .drafts import REF_RE, ParsedDraft, label_problem, parse_definition
 from .index import IndexSnapshot, VersionRecord
 from .model import CitationRef, Claim, DraftReport, Edit, Finding, RegionRef, Span
+from .scan import Unstable, read_inside
 from .text import LineIndex, shorten
 
 _DEFINITION_START = re.compile(r"\[\^([^\]\s]+)\]:")
@@ -252,9 +253,9 @@ def read_image(evidence_root: Path, record: VersionRecord) -> bytes | None:
     """
     if not record.path:
         return None
-    try:
-        data = (evidence_root / record.path).read_bytes()
-    except OSError:
+    try:  # never outside the evidence folder, never a FIFO, at most 64 MiB (SPEC §2)
+        data = read_inside(evidence_root, evidence_root / record.path, attempts=1)[0]
+    except (OSError, Unstable):
         return None
     return data if hashlib.sha256(data).hexdigest() == record.sha256 else None
 

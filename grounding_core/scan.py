@@ -389,18 +389,44 @@ class Unstable(Exception):
     """The file kept changing while it was read (SPEC §4); nothing was indexed from it."""
 
 
+class NotRegular(OSError):
+    """The path is not a regular file (a FIFO, a device, a socket, a folder): never read, so
+    a named pipe put where a file (or an image's sidecar) was expected cannot block a scan.
+    """
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(errno.EINVAL, f"it is {kind}, not a regular file, so it was not read")
+
+
+def _kind(mode: int) -> str:
+    if stat_mod.S_ISDIR(mode):
+        return "a folder"
+    if stat_mod.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat_mod.S_ISSOCK(mode):
+        return "a socket"
+    if stat_mod.S_ISCHR(mode) or stat_mod.S_ISBLK(mode):
+        return "a device"
+    return "not a file"
+
+
 def read_stable(path: str | Path, attempts: int = READ_ATTEMPTS) -> tuple[bytes, StatKey]:
     """The file's bytes and the stat key they belong to, read while it did not change.
 
     Raises :class:`Unstable` after ``attempts`` reads that each saw a change, :class:`TooLarge`
     (an ``OSError``) for a file over :data:`MAX_EVIDENCE_BYTES` (never read: at most that
-    many bytes are ever in memory), and ``OSError`` (``FileNotFoundError`` when it vanished)
-    from the file system.
+    many bytes are ever in memory), :class:`NotRegular` (an ``OSError``) for a FIFO, device,
+    socket or folder (opened without blocking, never read), and ``OSError``
+    (``FileNotFoundError`` when it vanished) from the file system.
     """
     pause = READ_BACKOFF_S
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     for attempt in range(attempts):
-        with open(path, "rb") as handle:
-            before = StatKey.of(os.fstat(handle.fileno()))
+        with os.fdopen(os.open(path, flags), "rb") as handle:
+            opened = os.fstat(handle.fileno())
+            if not stat_mod.S_ISREG(opened.st_mode):
+                raise NotRegular(_kind(opened.st_mode))
+            before = StatKey.of(opened)
             if before.size > MAX_EVIDENCE_BYTES:
                 raise TooLarge(before.size)
             data = handle.read(MAX_EVIDENCE_BYTES + 1)
@@ -418,6 +444,29 @@ def read_stable(path: str | Path, attempts: int = READ_ATTEMPTS) -> tuple[bytes,
             time.sleep(pause)
             pause *= 2
     raise Unstable(str(path))
+
+
+class Outside(OSError):
+    """The path resolves (through a symlink) outside the folder it must stay in: never read."""
+
+    def __init__(self, resolved: str) -> None:
+        super().__init__(errno.EACCES, f"it is a symlink to {resolved}, outside the evidence folder,"
+                         " so it was not read")
+
+
+def read_inside(root: Path, path: Path, attempts: int = READ_ATTEMPTS) -> tuple[bytes, StatKey]:
+    """:func:`read_stable` of ``path`` after checking that its real path (symlinks resolved)
+    is inside ``root`` (an absolute, resolved folder; SPEC §2: nothing outside the workspace
+    is read). For files a walk did not vet: an image's sidecar, a PNG read again for a hover.
+
+    Raises :class:`Outside` (an ``OSError``) for a path resolving outside ``root``, and
+    whatever :func:`read_stable` raises (``FileNotFoundError`` for a missing file or a
+    dangling symlink, :class:`NotRegular`, :class:`TooLarge`, :class:`Unstable`).
+    """
+    resolved = os.path.realpath(path)
+    if not Path(resolved).is_relative_to(root):
+        raise Outside(resolved)
+    return read_stable(resolved, attempts)
 
 
 def sha256_hex(data: bytes) -> str:

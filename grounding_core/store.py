@@ -847,14 +847,22 @@ class _Scan:
         """
         sidecar = ""
         path = self.config.evidence_root / sidecar_path(rel)
+        name = sidecar_path(rel.rpartition('/')[2])
         try:
-            sidecar = sidecar_text(scanning.read_stable(path)[0])
+            sidecar = sidecar_text(scanning.read_inside(self.config.evidence_root, path)[0])
         except FileNotFoundError:
             pass
+        except scanning.Outside as exc:  # never read (SPEC §2): a sidecar is evidence metadata
+            raise EvidenceError("invalid-front-matter", f"the sidecar {name} cannot be used: {exc.strerror};"
+                                " the image is not indexed",
+                                hint="Copy the sidecar into the evidence folder instead of linking to it.") from None
         except (OSError, Unstable) as exc:
-            raise EvidenceError("invalid-front-matter", f"the sidecar {sidecar_path(rel.rpartition('/')[2])}"
-                                f" cannot be read ({exc}); the image is not indexed",
-                                hint="Save the sidecar again; the image is read with it.") from None
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else (
+                "it kept changing while it was read" if isinstance(exc, Unstable) else str(exc))
+            raise EvidenceError("invalid-front-matter", f"the sidecar {name} cannot be read: {reason};"
+                                " the image is not indexed",
+                                hint=f"Make {name} a regular UTF-8 YAML file (or remove it); the image is"
+                                " read with it.") from None
         backend = self.store.backend
         cached = backend.measurement(self.conn, sha, MEASUREMENT_VERSION)
         measurement = None
@@ -1030,8 +1038,10 @@ class _Scan:
                     "version-reuse", Span(0, 0, 0, 3),
                     f"the content of {doc_id}@{declared} changed but its declared version did not;"
                     f" citations pinned to its original hash ({record.first_sha256[:12]}) now fail",
-                    hint="Raise 'version' in the front matter whenever the content changes; restoring"
-                    " the original content removes this warning.",
+                    hint=(f"Raise 'version' in the sidecar {sidecar_path(rel.rpartition('/')[2])} whenever"
+                          " the image changes" if is_image_path(rel) else
+                          "Raise 'version' in the front matter whenever the content changes")
+                    + "; restoring the original content removes this warning.",
                 ))
         self._write_rows(removed, touched, groups, group_findings)
         if full is not None:

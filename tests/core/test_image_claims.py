@@ -50,7 +50,7 @@ def test_cjk_doc_ids_emoji_quotes_and_two_regions_in_one_sentence() -> None:
 
 @pytest.mark.parametrize(("id_text", "why"), [
     ("shapes@1#2", "#r and its number"),
-    ("shapes@1#r0", "region number '0'"),
+    ("shapes@1#r0", "there is no r0"),
     ("shapes@1#r02", "region number '02'"),
     ("shapes@01#r2", "version '01'"),
     ("shapes@1＃r2", "full-width '＃'"),
