@@ -19,7 +19,7 @@ need engine-specific SQL (``json_each`` / ``= ANY(array)``) and full-text search
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
@@ -76,6 +76,10 @@ class ReadOnlyIndex(RuntimeError):
 
 
 class Cursor(Protocol):
+    """What both backends' cursors offer (sqlite3 and psycopg cursors): rows as tuples."""
+
+    def __iter__(self) -> Iterator[Any]: ...
+
     def fetchone(self) -> Any: ...
 
     def fetchall(self) -> list[Any]: ...
