@@ -546,20 +546,34 @@ def run_worker(phase: str, root: Path, arg: int, timeout: float) -> dict[str, An
 
 
 async def lsp_phase(root: Path, changes: int, edits: int, index_timeout: float,
-                    out: dict[str, Any]) -> None:
+                    out: dict[str, Any], from_index: bool = False) -> None:
     """Drive ``python -m server`` over stdio like an editor; see the module docstring.
 
-    The server indexes into its own database (``initializationOptions``), so this measures
-    its cold index. If the draft's first diagnostics do not arrive within ``index_timeout``
-    seconds, the RSS and the evidence files published so far are recorded, the server is
-    killed, and the other server rows stay empty.
+    The server indexes into its own database (``initializationOptions``, named after this
+    process so two runs on one corpus never share it), so this measures its cold index.
+    ``from_index`` (``--server-from-index``): the database starts as a copy of the corpus's
+    ``.grounding/index.sqlite`` (what the ``index`` worker built), so the first row measures a
+    warm start and the others run without a background full-text build. If the draft's first
+    diagnostics do not arrive within ``index_timeout`` seconds, the RSS and the evidence files
+    published so far are recorded, the server is killed, and the other server rows stay empty.
+    The server's CPU time (user + system, ``/proc/<pid>/stat``) is recorded after each phase.
     """
     from lsprotocol import types
     from pygls.lsp.client import LanguageClient
 
     out["evidence_publishes"] = 0
-    server_index = ".grounding/server-bench.sqlite"
+    server_index = f".grounding/server-bench-{os.getpid()}.sqlite"
     remove_index(root / server_index)
+    if from_index:
+        import sqlite3
+
+        source = sqlite3.connect(f"file:{root / '.grounding' / 'index.sqlite'}?mode=ro", uri=True)
+        target = sqlite3.connect(root / server_index)
+        with source, target:
+            source.backup(target)  # a consistent copy, even while another process writes it
+        source.close()
+        target.close()
+        out["lsp_from_index"] = True
     draft_path = root / "answers" / "bench.md"
     draft_uri = draft_path.as_uri()
     text = draft_path.read_text(encoding="utf-8")
@@ -657,6 +671,7 @@ async def lsp_phase(root: Path, changes: int, edits: int, index_timeout: float,
         finally:
             await hovering.stop()
         out["lsp_index_s"] = t_first - t0
+        out["lsp_cpu_index_s"] = _proc_cpu(server.pid)
         hovering.report("hover_index", out)
         out["lsp_first_names"] = sorted({name for name, _ in findings(last)})
         out["rss_after_index"] = _proc_status(server.pid)
@@ -677,6 +692,7 @@ async def lsp_phase(root: Path, changes: int, edits: int, index_timeout: float,
             change_samples.append(stamp - sent)
         out["change_p50_s"] = statistics.median(change_samples)
         out["change_p95_s"] = pct(change_samples, 95)
+        out["lsp_cpu_change_s"] = _proc_cpu(server.pid)
 
         # didSave: checked at once (no debounce)
         save_samples = []
@@ -688,6 +704,7 @@ async def lsp_phase(root: Path, changes: int, edits: int, index_timeout: float,
             save_samples.append(stamp - sent)
         out["save_p50_s"] = statistics.median(save_samples)
         out["save_p95_s"] = pct(save_samples, 95)
+        out["lsp_cpu_save_s"] = _proc_cpu(server.pid)
 
         # an evidence file cited by the draft is edited on disk, then restored: each write
         # must change the draft's findings (hash-mismatch or a newer stale-citation)
@@ -706,9 +723,12 @@ async def lsp_phase(root: Path, changes: int, edits: int, index_timeout: float,
             evidence_target.write_bytes(original)
         out["edit_p50_s"] = statistics.median(edit_samples)
         out["edit_max_s"] = max(edit_samples)
+        out["edit_samples_s"] = edit_samples
+        out["lsp_cpu_edit_s"] = _proc_cpu(server.pid)
 
         await _hover_storm(client, root, hover, index_passes, out)
         out["rss_end"] = _proc_status(server.pid)
+        out["lsp_cpu_storm_s"] = _proc_cpu(server.pid)
 
         await asyncio.wait_for(client.shutdown_async(None), 60)
         client.exit(None)
@@ -815,6 +835,13 @@ async def _hover_storm(client: Any, root: Path, hover: Any, index_passes: list[f
         await asyncio.wait_for(restored_pass(), STORM_TIMEOUT)
     except TimeoutError:
         out["storm_restore_timeout_s"] = STORM_TIMEOUT
+
+
+def _proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of a process so far (``/proc/<pid>/stat``)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _proc_status(pid: int) -> dict[str, int]:
@@ -1159,6 +1186,21 @@ def plan(quick: bool, only: list[str] | None, base: Path) -> list[tuple[str, Any
     return items
 
 
+def _images_and_hostile(quick: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The image and hostile-draft sections (no corpus)."""
+    try:  # image measurement (SPEC §12): no corpus, generated PNGs
+        images = images_section(5 if quick else 15)
+    except Exception as exc:  # report and keep going, as for a corpus
+        images = {"error": f"{type(exc).__name__}: {exc}"[:600]}
+        print(f"[bench] images: {images['error']}", file=sys.stderr, flush=True)
+    try:  # hostile drafts (issue 13 item 12): generated in memory
+        hostile = hostile_section()
+    except Exception as exc:  # report and keep going, as for a corpus
+        hostile = {"error": f"{type(exc).__name__}: {exc}"[:600]}
+        print(f"[bench] hostile: {hostile['error']}", file=sys.stderr, flush=True)
+    return images, hostile
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny corpora (CI smoke run)")
@@ -1166,6 +1208,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the raw results here")
     parser.add_argument("--corpus-dir", type=Path, default=corpora.CORPUS_ROOT,
                         help="where corpora are generated (default: bench/.corpus)")
+    parser.add_argument("--server-only", action="store_true",
+                        help="only the language-server rows (uses the corpus's existing draft; runs the"
+                             " index worker first when there is none)")
+    parser.add_argument("--server-from-index", action="store_true",
+                        help="start the server on a copy of the corpus's index instead of its own cold index")
     parser.add_argument("--worker", nargs=3, metavar=("PHASE", "ROOT", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -1191,40 +1238,37 @@ def main(argv: list[str] | None = None) -> int:
         r: dict[str, Any] = {}
         index_timeout = 60.0 if quick else LSP_INDEX_TIMEOUT.get(name, 300.0)
         try:
-            step = time.perf_counter()
-            r.update(run_worker("index", corpus.root, 30 if quick else 100, 1800))
-            print(f"[bench] {name}: index worker {time.perf_counter() - step:.1f} s", file=sys.stderr,
-                  flush=True)
-            step = time.perf_counter()
-            r.update(run_worker("warm", corpus.root, 3 if quick else 5, 900))
-            print(f"[bench] {name}: warm worker {time.perf_counter() - step:.1f} s", file=sys.stderr,
-                  flush=True)
-            step = time.perf_counter()
-            cli_phase(corpus.root, 3 if quick else 5, r)
-            print(f"[bench] {name}: grounding check {time.perf_counter() - step:.1f} s", file=sys.stderr,
-                  flush=True)
+            has_draft = all((corpus.root / rel).exists() for rel in ("draft-facts.json", ".grounding/index.sqlite"))
+            if not (args.server_only and has_draft):
+                step = time.perf_counter()
+                r.update(run_worker("index", corpus.root, 30 if quick else 100, 1800))
+                print(f"[bench] {name}: index worker {time.perf_counter() - step:.1f} s", file=sys.stderr,
+                      flush=True)
+            if not args.server_only:
+                step = time.perf_counter()
+                r.update(run_worker("warm", corpus.root, 3 if quick else 5, 900))
+                print(f"[bench] {name}: warm worker {time.perf_counter() - step:.1f} s", file=sys.stderr,
+                      flush=True)
+                step = time.perf_counter()
+                cli_phase(corpus.root, 3 if quick else 5, r)
+                print(f"[bench] {name}: grounding check {time.perf_counter() - step:.1f} s", file=sys.stderr,
+                      flush=True)
             step = time.perf_counter()
             if quick and name.startswith("debian"):
                 r["lsp_skipped"] = "--quick"  # see BENCHMARKS.md: evidence conflicts stall it
             else:
                 asyncio.run(lsp_phase(corpus.root, 10 if quick else 30, 1 if quick else 2,
-                                      index_timeout, r))
+                                      index_timeout, r, from_index=args.server_from_index))
                 print(f"[bench] {name}: language server {time.perf_counter() - step:.1f} s",
                       file=sys.stderr, flush=True)
         except Exception as exc:  # report and keep going: the table shows 'error'
             r["error"] = f"{type(exc).__name__}: {exc}"[:600]
             print(f"[bench] {name}: {r['error']}", file=sys.stderr, flush=True)
         results.append((corpus, r))
-    try:  # image measurement (SPEC §12): no corpus, generated PNGs
-        images = images_section(5 if quick else 15)
-    except Exception as exc:  # report and keep going, as for a corpus
-        images = {"error": f"{type(exc).__name__}: {exc}"[:600]}
-        print(f"[bench] images: {images['error']}", file=sys.stderr, flush=True)
-    try:  # hostile drafts (issue 13 item 12): generated in memory
-        hostile = hostile_section()
-    except Exception as exc:  # report and keep going, as for a corpus
-        hostile = {"error": f"{type(exc).__name__}: {exc}"[:600]}
-        print(f"[bench] hostile: {hostile['error']}", file=sys.stderr, flush=True)
+    if args.server_only:
+        images = hostile = {"skipped": "--server-only"}
+    else:
+        images, hostile = _images_and_hostile(quick)
     elapsed = time.perf_counter() - started
     load_after = os.getloadavg()
 
@@ -1250,14 +1294,17 @@ def main(argv: list[str] | None = None) -> int:
                                    "one_file_scan_p50_s", "one_file_full_walk_p50_s", "cold_cpu_s",
                                    "fts_cpu_s", "db_bytes", "index_rss", "warm_rss", "uncited_cpu_s",
                                    "one_file_saw_change", "evidence_publishes", "rss_end", "error",
-                                   "messages", "storm_passes", "storm_settle_s")
+                                   "messages", "storm_passes", "storm_settle_s", "lsp_from_index",
+                                   "edit_samples_s", "lsp_cpu_index_s", "lsp_cpu_change_s", "lsp_cpu_save_s",
+                                   "lsp_cpu_edit_s", "lsp_cpu_storm_s")
                  if k in r}
         print(f"{corpus.name}: " + json.dumps(extra, ensure_ascii=False, default=str))
-    print()
-    print(render_images(images))
-    print("images: " + json.dumps({k: images[k] for k in ("regions", "error") if k in images}))
-    print()
-    print(render_hostile(hostile))
+    if not args.server_only:
+        print()
+        print(render_images(images))
+        print("images: " + json.dumps({k: images[k] for k in ("regions", "error") if k in images}))
+        print()
+        print(render_hostile(hostile))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"info": info, "results": [
