@@ -181,15 +181,21 @@ class SnapshotCaches:
     """:meth:`SqlSnapshot.memo` values (never inherited: they may depend on anything)."""
 
     def inherit(self, doc_ids: set[str], keys: set[ConflictKey] | None,
-                terms: set[str] | None = None) -> SnapshotCaches:
+                terms: set[str] | None = None,
+                renumbered: Mapping[ConflictKey, set[str]] | None = None) -> SnapshotCaches:
         """The caches for a later snapshot: entries of ``doc_ids``, ``keys`` and ``terms``
         dropped, and known-term answers for sentences holding a changed term (``keys`` None:
-        every summary and term answer dropped).
+        every summary and term answer dropped). ``renumbered``: keys whose lines only moved to
+        a new version of the given documents (same lines, same texts): a summary of such a key
+        is kept unless it lists a source of one of those documents.
         """
         versions = {d: v for d, v in self.versions.items() if d not in doc_ids}
         if keys is None or terms is None:
             return SnapshotCaches(versions, {}, {})
-        summaries = {k: v for k, v in self.summaries.items() if k[0] not in keys}
+        moved = renumbered or {}
+        summaries = {k: v for k, v in self.summaries.items() if k[0] not in keys
+                     and not (k[0] in moved and any(kl.doc_id in moved[k[0]] for group in v.values
+                                                    for kl in group[3]))}
         verdicts = {k: v for k, v in self.terms.items() if k[0] not in terms}
         changed = [t for t in terms if len(t) >= 2]
         known = {k: v for k, v in self.known.items() if not any(t in k[0] for t in changed)}
@@ -714,12 +720,21 @@ class SqlSnapshot(IndexSnapshot):
     # -- corpus-wide ---------------------------------------------------------------------------
 
     def changed_keys(self, since: int, today: dt.date) -> list[ConflictKey] | None:
-        keys, _terms = self.changed_since(since)
+        # keys whose lines only moved to a new version (same line numbers and texts) change no
+        # file's evidence findings: related locations name path, line and text, never a version
+        keys, _terms = self.changed_since(since, renumbered={})
         return sorted(keys, key=lambda k: (k[1], k[0] or ""))
 
-    def changed_since(self, since: int) -> tuple[set[ConflictKey], set[str]]:
+    def changed_since(self, since: int, renumbered: dict[ConflictKey, set[str]] | None = None,
+                      ) -> tuple[set[ConflictKey], set[str]]:
         """The conflict keys and known terms (SPEC §7.6 forms) of the contents whose activity
         changed between ``replay(since)`` and this snapshot: what cached answers may differ.
+
+        ``renumbered`` (filled when given): the keys whose lines only moved to a new version
+        of a document (an auto-versioned file edited elsewhere: same line numbers and texts,
+        another version number), with those doc_ids; they are left out of the keys returned.
+        A summary of such a key differs only where it lists a source of those documents.
+        Without it they are among the keys.
 
         A few contents are parsed again (their documents, about a millisecond each); more than
         :data:`CHANGED_PARSE` are read from one pass over ``field_lines`` (a storm of 1,000
@@ -731,17 +746,12 @@ class SqlSnapshot(IndexSnapshot):
         if since >= n:
             return keys, terms
         rows = self._rows(
-            "SELECT content_id, doc_id, version FROM versions WHERE"
+            "SELECT content_id, doc_id, version, path, subject, effective_from, effective_until, active_from,"
+            " active_to FROM versions WHERE"
             " (active_from > ? AND active_from <= ?) OR (active_to > ? AND active_to <= ?)",
             (since, n, since, n))
         if len(rows) <= CHANGED_PARSE:
-            for cid, doc_id, version in rows:
-                record = VersionRecord(str(doc_id), int(str(version)), "", "", False, int(str(cid)))
-                doc = self.document(record)
-                for fl in doc.field_lines.values():
-                    keys.add((doc.subject, fl.field))
-                    terms.add(normalize(fl.field))
-                    terms.add(normalize(fl.value).rstrip(PUNCTUATION))
+            self._changed_by_parsing(rows, since, keys, terms, renumbered)
             return keys, terms
         cids = [int(str(r[0])) for r in rows]
         fields: set[str] = set()
@@ -756,6 +766,58 @@ class SqlSnapshot(IndexSnapshot):
                 terms.add(str(norm).rstrip(PUNCTUATION))
         terms.update(normalize(name) for name in fields)
         return keys, terms
+
+    def _changed_by_parsing(self, rows: list[tuple[object, ...]], since: int, keys: set[ConflictKey],
+                            terms: set[str], renumbered: dict[ConflictKey, set[str]] | None) -> None:
+        """:meth:`changed_since` for a few changed contents, from their parsed documents.
+
+        A document whose one content active at ``since`` was replaced by one content active
+        now, with the same path, subject and effective dates, changed only the keys whose
+        lines (number and text) differ between the two: an edit of one line of a Debian
+        copyright file leaves its ``License`` key (17,000 lines in the corpus) as it was, so
+        its summary is not computed again. When the version differs too (an auto-versioned
+        file), the keys with equal lines go to ``renumbered`` (None: they count as changed).
+        Any other change counts every key of every content involved.
+        """
+        n = self.seq
+        by_doc: dict[str, list[tuple[tuple[object, ...], EvidenceDocument]]] = {}
+        for row in rows:
+            cid, doc_id, version = row[:3]
+            record = VersionRecord(str(doc_id), int(str(version)), "", "", False, int(str(cid)))
+            by_doc.setdefault(str(doc_id), []).append((row, self.document(record)))
+
+        def active_at(row: tuple[object, ...], seq: int) -> bool:
+            start, end = row[7], row[8]
+            return start is not None and int(str(start)) <= seq and (end is None or int(str(end)) > seq)
+
+        def lines_by_key(doc: EvidenceDocument) -> dict[ConflictKey, set[tuple[int, str]]]:
+            out: dict[ConflictKey, set[tuple[int, str]]] = {}
+            for number, fl in doc.field_lines.items():
+                out.setdefault((doc.subject, fl.field), set()).add((number, doc.lines[number - 1]))
+            return out
+
+        for contents in by_doc.values():
+            old = [(row, doc) for row, doc in contents if active_at(row, since)]
+            new = [(row, doc) for row, doc in contents if active_at(row, n)]
+            if len(old) == 1 and len(new) == 1 and old[0][0][3:7] == new[0][0][3:7]:
+                before, after = lines_by_key(old[0][1]), lines_by_key(new[0][1])
+                docs = [old[0][1], new[0][1]]
+                same_version = old[0][0][2] == new[0][0][2]
+                wanted = {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)
+                          or (not same_version and renumbered is None)}
+                if not same_version and renumbered is not None:  # its sources are renamed
+                    for key in before.keys() - wanted:
+                        renumbered.setdefault(key, set()).add(str(old[0][0][1]))
+            else:
+                docs = [doc for _row, doc in contents]
+                wanted = None
+            for doc in docs:
+                for fl in doc.field_lines.values():
+                    key = (doc.subject, fl.field)
+                    if wanted is None or key in wanted:
+                        keys.add(key)
+                        terms.add(normalize(fl.field))
+                        terms.add(normalize(fl.value).rstrip(PUNCTUATION))
 
     def conflicting_keys(self, today: dt.date) -> list[ConflictKey]:
         active, params = self._active(today)

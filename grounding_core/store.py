@@ -43,7 +43,7 @@ from .config import Config
 from .derived import Deriver, event_of, fingerprint, iter_events, rebuild
 from .events import Event
 from .evidence import EvidenceDocument, EvidenceError, decode_evidence, parse_evidence_text
-from .index import IndexSnapshot, ParseSettings, SearchHit, VersionRecord
+from .index import ConflictKey, IndexSnapshot, ParseSettings, SearchHit, VersionRecord
 from .memory import MemoryEntry, MemoryEvent
 from .model import Finding, Location, Span
 from .scan import FileRow, Listing, StatKey, Unstable, finding_dict, finding_of
@@ -261,8 +261,9 @@ class Store:
                 docs = {str(r[0]) for r in self.backend.reader().execute(
                     "SELECT DISTINCT doc_id FROM events WHERE seq > ? AND seq <= ?",
                     (latest.seq, count)).fetchall()}
-                keys, terms = fresh.changed_since(latest.seq)
-                caches = latest.caches.inherit(docs, keys, terms)
+                renumbered: dict[ConflictKey, set[str]] = {}
+                keys, terms = fresh.changed_since(latest.seq, renumbered)
+                caches = latest.caches.inherit(docs, keys, terms, renumbered)
             snapshot = SqlSnapshot(self, count, caches)
             self._latest = (derivation, snapshot)
             return snapshot

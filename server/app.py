@@ -40,6 +40,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.uris import from_fs_path
 
+from server import heap
 from server.documents import GroundingWorkspace
 from server.features import (
     actions,
@@ -520,6 +521,7 @@ def serve_stdio() -> int:
     Returns the LSP exit code: 0 if ``shutdown`` came before ``exit`` (or the end of input),
     else 1.
     """
+    heap.limit_arenas()  # before any thread starts (server/heap.py)
     server = build_server()
     server.start_io()
     return 0 if server.session.shutdown_requested else 1

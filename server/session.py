@@ -629,9 +629,14 @@ class Session:
         return self.results.pop(uri, None)
 
     def parsed(self, uri: str, text_hash: str) -> ParsedDraft | None:
-        """The parse of the open draft ``uri`` for the text with ``text_hash``, when a request
-        made one (hover and definition parse before any check exists, e.g. while indexing).
+        """The parse of the open draft ``uri`` for the text with ``text_hash``, when one was
+        made: by the stored result of that text (an index change re-checks an unchanged
+        draft: the parse depends on the text and the draft kind only, never on the index), or
+        by a request (hover and definition parse before any check exists, e.g. while indexing).
         """
+        result = self.results.get(uri)
+        if result is not None and result.document.text_hash == text_hash and result.rel == self.draft_rel(uri):
+            return result.draft
         found = self._parses.get(uri)
         return found[1] if found is not None and found[0] == text_hash else None
 

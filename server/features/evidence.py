@@ -29,6 +29,7 @@ from grounding_core.index import ConflictKey, IndexSnapshot, VersionRecord
 from grounding_core.model import Finding
 from grounding_core.store import ScanResult
 from grounding_core.text import split_lines
+from server import heap
 from server.convert import EVIDENCE_MORE, lsp_diagnostics
 from server.features import diagnostics
 from server.positions import PositionCodec
@@ -130,6 +131,8 @@ async def _refresh_loop(session: Session) -> None:
             await asyncio.sleep(0)
         else:
             state.snapshot, state.epoch = view.snapshot, view.epoch
+    # a refresh of many files leaves most of its heap free: give it back (server/heap.py)
+    await session.readers.run(heap.trim)
 
 
 async def _drafts_first(session: Session) -> None:

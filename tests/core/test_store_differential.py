@@ -357,6 +357,40 @@ def _check_search(ours: IndexSnapshot, oracle: IndexSnapshot) -> None:
         assert got == expected, term
 
 
+def test_what_changed_in_a_replaced_content_is_the_keys_whose_lines_differ(tmp_path: Path) -> None:
+    """A content replaced by one with the same path and subject changed only the keys whose
+    lines (number and text) differ (the other keys of an auto-versioned file are
+    ``renumbered``); a changed subject changes every key of both (CJK, astral and CRLF text).
+    """
+    root = tmp_path / "ws"
+    (root / "evidence").mkdir(parents=True)
+    (root / "grounding.toml").write_text(CONFIG_TOML, encoding="utf-8")
+    config = load_config(root)
+    text = "---\r\ndoc_id: a\r\nsubject: 开放日\r\n---\r\n- 活动时间：周四16:30\r\n- 地点：𠮷野家🎉\r\n"
+    path = root / "evidence" / "a.md"
+    store = Store(str(tmp_path / "x.sqlite"), _settings(config))
+    try:
+        def changed(new_text: str) -> set[Any]:
+            since = store.event_count()
+            path.write_text(new_text, encoding="utf-8", newline="")
+            store.scan(config, paths=["a.md"])
+            renumbered: dict[Any, set[str]] = {}
+            keys = SqlSnapshot(store, store.event_count()).changed_since(since, renumbered)[0]
+            assert not keys & set(renumbered) and all(docs == {"a"} for docs in renumbered.values())
+            return keys
+
+        path.write_text(text, encoding="utf-8", newline="")
+        store.scan(config)
+        assert changed(text + "- 备注：第二版\r\n") == {("开放日", "备注")}  # appended: one new key
+        assert changed(text.replace("𠮷野家🎉", "𠮷野家 🎉")) == {("开放日", "备注"), ("开放日", "地点")}
+        assert changed(text.replace("- 活动时间：周四16:30", "- 活动时间： 周四16:30")) == {
+            ("开放日", "活动时间"), ("开放日", "地点")}  # the same value, another line text
+        assert {("开放日", "活动时间"), ("开放日", "地点"), ("闭馆日", "活动时间"), ("闭馆日", "地点")} <= changed(
+            text.replace("开放日", "闭馆日"))  # another subject: every key of both
+    finally:
+        store.close()
+
+
 def test_what_changed_is_the_same_parsed_or_read_from_field_lines(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``changed_since`` parses a few changed contents and reads many from ``field_lines``;
@@ -383,9 +417,14 @@ def test_what_changed_is_the_same_parsed_or_read_from_field_lines(
         (root / "evidence/c.md").unlink()
         store.scan(config, paths=["a.md", "c.md"])
         parsed = SqlSnapshot(store, store.event_count()).changed_since(since)
+        renumbered: dict[Any, set[str]] = {}
+        precise = SqlSnapshot(store, store.event_count()).changed_since(since, renumbered)
         monkeypatch.setattr(sql_snapshot, "CHANGED_PARSE", 0)
         read = SqlSnapshot(store, store.event_count()).changed_since(since)
         assert parsed == read
+        # a.md (auto-versioned) kept its 地点 line: that key's lines only moved to version 2
+        assert renumbered == {("开放日", "地点"): {"a"}}
+        assert precise == (read[0] - {("开放日", "地点")}, read[1] - {"𠮷野家🎉"})
         assert ("开放日", "活动时间") in parsed[0] and (None, "地点") in parsed[0]
         assert {"周六16:30", "周四16:30", "礼堂", "地点"} <= parsed[1]
     finally:

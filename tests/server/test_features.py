@@ -193,6 +193,27 @@ async def test_pull_mode_answers_the_request_and_never_pushes_a_draft(root: Path
         assert here.recorder.for_uri(uri) == []
 
 
+async def test_a_recheck_of_unchanged_text_reuses_its_parse_and_a_new_text_parses_again(root: Path) -> None:
+    async with in_process(root) as here:
+        session = here.session
+        uri = here.open("answers/a.md", VALID)
+        result = await session.current_result(uri)
+        assert result is not None
+        view = session.current_view()
+        assert view is not None
+        session.set_snapshot(view.snapshot)  # an index change: the same text is checked again
+        job = session.capture(uri)
+        assert job is not None and job.draft is result.draft
+        again = await session.current_result(uri)
+        assert again is not None and again.draft is result.draft and again.key != result.key
+        here.change(uri, 2, VALID.replace("周四16:30[^1]", "周四 16:30[^1]"))
+        job = session.capture(uri)
+        assert job is not None and job.draft is None  # another text: parsed afresh in the check
+        newer = await session.current_result(uri)
+        assert newer is not None and newer.draft is not result.draft
+        assert newer.draft.text == here.session.document(uri).text  # type: ignore[union-attr]
+
+
 async def test_an_evidence_edit_rechecks_open_drafts(root: Path) -> None:
     async with in_process(root) as here:
         uri = here.open("answers/a.md", VALID)
