@@ -21,7 +21,7 @@ import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar, cast
 
 from . import memory_store
@@ -167,6 +167,25 @@ class _Summary:
     values: tuple[tuple[str, str, int, tuple[KeyedLine, ...]], ...]
     plain: list[KeySummary] = field(default_factory=list, compare=False)
     """The :class:`KeySummary` without cited lines, made on first use (one object per key)."""
+    listed: list[frozenset[str]] = field(default_factory=list, compare=False)
+    """The doc_ids of the sources it lists, found on first use (:meth:`renumbered`)."""
+
+    def renumbered(self, versions: Mapping[str, int]) -> _Summary:
+        """The summary with the sources of the documents in ``versions`` (doc_id -> version)
+        at that version: what it is after those documents' lines moved, unchanged, to a new
+        version (one active content per doc_id, so the sources keep their order).
+        """
+        if not self.listed:  # which documents it lists, found once (a key may have thousands of values)
+            self.listed.append(frozenset(kl.doc_id for group in self.values for kl in group[3]))
+        if self.listed[0].isdisjoint(versions):
+            return self
+        renamed = _Summary(self.total, tuple(
+            (norm, spelled, count, tuple(replace(kl, version=versions[kl.doc_id]) if kl.doc_id in versions else kl
+                                         for kl in sources)) if any(kl.doc_id in versions for kl in sources)
+            else (norm, spelled, count, sources)
+            for norm, spelled, count, sources in self.values))
+        renamed.listed.append(self.listed[0])
+        return renamed
 
 
 @dataclass
@@ -182,20 +201,19 @@ class SnapshotCaches:
 
     def inherit(self, doc_ids: set[str], keys: set[ConflictKey] | None,
                 terms: set[str] | None = None,
-                renumbered: Mapping[ConflictKey, set[str]] | None = None) -> SnapshotCaches:
+                renumbered: Mapping[ConflictKey, Mapping[str, int]] | None = None) -> SnapshotCaches:
         """The caches for a later snapshot: entries of ``doc_ids``, ``keys`` and ``terms``
         dropped, and known-term answers for sentences holding a changed term (``keys`` None:
         every summary and term answer dropped). ``renumbered``: keys whose lines only moved to
-        a new version of the given documents (same lines, same texts): a summary of such a key
-        is kept unless it lists a source of one of those documents.
+        a new version of some documents (same lines, same texts; doc_id -> the new version):
+        their summaries are kept with those sources renamed.
         """
         versions = {d: v for d, v in self.versions.items() if d not in doc_ids}
         if keys is None or terms is None:
             return SnapshotCaches(versions, {}, {})
         moved = renumbered or {}
-        summaries = {k: v for k, v in self.summaries.items() if k[0] not in keys
-                     and not (k[0] in moved and any(kl.doc_id in moved[k[0]] for group in v.values
-                                                    for kl in group[3]))}
+        summaries = {k: (v if k[0] not in moved else v.renumbered(moved[k[0]]))
+                     for k, v in self.summaries.items() if k[0] not in keys}
         verdicts = {k: v for k, v in self.terms.items() if k[0] not in terms}
         changed = [t for t in terms if len(t) >= 2]
         known = {k: v for k, v in self.known.items() if not any(t in k[0] for t in changed)}
@@ -725,16 +743,16 @@ class SqlSnapshot(IndexSnapshot):
         keys, _terms = self.changed_since(since, renumbered={})
         return sorted(keys, key=lambda k: (k[1], k[0] or ""))
 
-    def changed_since(self, since: int, renumbered: dict[ConflictKey, set[str]] | None = None,
+    def changed_since(self, since: int, renumbered: dict[ConflictKey, dict[str, int]] | None = None,
                       ) -> tuple[set[ConflictKey], set[str]]:
         """The conflict keys and known terms (SPEC §7.6 forms) of the contents whose activity
         changed between ``replay(since)`` and this snapshot: what cached answers may differ.
 
         ``renumbered`` (filled when given): the keys whose lines only moved to a new version
         of a document (an auto-versioned file edited elsewhere: same line numbers and texts,
-        another version number), with those doc_ids; they are left out of the keys returned.
-        A summary of such a key differs only where it lists a source of those documents.
-        Without it they are among the keys.
+        another version number), with those doc_ids and their new versions; they are left out
+        of the keys returned. A summary of such a key differs only in those sources' version
+        (:meth:`_Summary.renumbered`). Without it they are among the keys.
 
         A few contents are parsed again (their documents, about a millisecond each); more than
         :data:`CHANGED_PARSE` are read from one pass over ``field_lines`` (a storm of 1,000
@@ -768,7 +786,7 @@ class SqlSnapshot(IndexSnapshot):
         return keys, terms
 
     def _changed_by_parsing(self, rows: list[tuple[object, ...]], since: int, keys: set[ConflictKey],
-                            terms: set[str], renumbered: dict[ConflictKey, set[str]] | None) -> None:
+                            terms: set[str], renumbered: dict[ConflictKey, dict[str, int]] | None) -> None:
         """:meth:`changed_since` for a few changed contents, from their parsed documents.
 
         A document whose one content active at ``since`` was replaced by one content active
@@ -807,7 +825,7 @@ class SqlSnapshot(IndexSnapshot):
                           or (not same_version and renumbered is None)}
                 if not same_version and renumbered is not None:  # its sources are renamed
                     for key in before.keys() - wanted:
-                        renumbered.setdefault(key, set()).add(str(old[0][0][1]))
+                        renumbered.setdefault(key, {})[str(old[0][0][1])] = int(str(new[0][0][2]))
             else:
                 docs = [doc for _row, doc in contents]
                 wanted = None

@@ -261,7 +261,7 @@ class Store:
                 docs = {str(r[0]) for r in self.backend.reader().execute(
                     "SELECT DISTINCT doc_id FROM events WHERE seq > ? AND seq <= ?",
                     (latest.seq, count)).fetchall()}
-                renumbered: dict[ConflictKey, set[str]] = {}
+                renumbered: dict[ConflictKey, dict[str, int]] = {}
                 keys, terms = fresh.changed_since(latest.seq, renumbered)
                 caches = latest.caches.inherit(docs, keys, terms, renumbered)
             snapshot = SqlSnapshot(self, count, caches)
