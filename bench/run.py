@@ -546,14 +546,15 @@ def run_worker(phase: str, root: Path, arg: int, timeout: float) -> dict[str, An
 
 
 async def lsp_phase(root: Path, changes: int, edits: int, index_timeout: float,
-                    out: dict[str, Any], from_index: bool = False) -> None:
+                    out: dict[str, Any], from_index: str | None = None) -> None:
     """Drive ``python -m server`` over stdio like an editor; see the module docstring.
 
     The server indexes into its own database (``initializationOptions``, named after this
     process so two runs on one corpus never share it), so this measures its cold index.
-    ``from_index`` (``--server-from-index``): the database starts as a copy of the corpus's
-    ``.grounding/index.sqlite`` (what the ``index`` worker built), so the first row measures a
-    warm start and the others run without a background full-text build. If the draft's first
+    ``from_index`` (``--server-from-index [DB]``): the database starts as a copy of ``DB`` or
+    (``""``) of the corpus's ``.grounding/index.sqlite`` (what the ``index`` worker built), so
+    the first row measures a warm start (a rebuild, if another version of the code wrote it)
+    and the others run without a background full-text build. If the draft's first
     diagnostics do not arrive within ``index_timeout`` seconds, the RSS and the evidence files
     published so far are recorded, the server is killed, and the other server rows stay empty.
     The server's CPU time (user + system, ``/proc/<pid>/stat``) is recorded after each phase.
@@ -564,16 +565,17 @@ async def lsp_phase(root: Path, changes: int, edits: int, index_timeout: float,
     out["evidence_publishes"] = 0
     server_index = f".grounding/server-bench-{os.getpid()}.sqlite"
     remove_index(root / server_index)
-    if from_index:
+    if from_index is not None:
         import sqlite3
 
-        source = sqlite3.connect(f"file:{root / '.grounding' / 'index.sqlite'}?mode=ro", uri=True)
+        source_path = Path(from_index) if from_index else root / ".grounding" / "index.sqlite"
+        source = sqlite3.connect(f"file:{source_path}?mode=ro", uri=True)
         target = sqlite3.connect(root / server_index)
         with source, target:
             source.backup(target)  # a consistent copy, even while another process writes it
         source.close()
         target.close()
-        out["lsp_from_index"] = True
+        out["lsp_from_index"] = str(source_path)
     draft_path = root / "answers" / "bench.md"
     draft_uri = draft_path.as_uri()
     text = draft_path.read_text(encoding="utf-8")
@@ -1211,8 +1213,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-only", action="store_true",
                         help="only the language-server rows (uses the corpus's existing draft; runs the"
                              " index worker first when there is none)")
-    parser.add_argument("--server-from-index", action="store_true",
-                        help="start the server on a copy of the corpus's index instead of its own cold index")
+    parser.add_argument("--server-from-index", nargs="?", const="", default=None, metavar="DB",
+                        help="start the server on a copy of an index (default: the corpus's"
+                             " .grounding/index.sqlite) instead of its own cold index")
     parser.add_argument("--worker", nargs=3, metavar=("PHASE", "ROOT", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 

@@ -167,24 +167,31 @@ class _Summary:
     values: tuple[tuple[str, str, int, tuple[KeyedLine, ...]], ...]
     plain: list[KeySummary] = field(default_factory=list, compare=False)
     """The :class:`KeySummary` without cited lines, made on first use (one object per key)."""
-    listed: list[frozenset[str]] = field(default_factory=list, compare=False)
-    """The doc_ids of the sources it lists, found on first use (:meth:`renumbered`)."""
+    listed: list[dict[str, set[int]]] = field(default_factory=list, compare=False)
+    """doc_id -> the indexes of the values listing a source of it, found on first use
+    (:meth:`renumbered`)."""
 
     def renumbered(self, versions: Mapping[str, int]) -> _Summary:
         """The summary with the sources of the documents in ``versions`` (doc_id -> version)
         at that version: what it is after those documents' lines moved, unchanged, to a new
         version (one active content per doc_id, so the sources keep their order).
         """
-        if not self.listed:  # which documents it lists, found once (a key may have thousands of values)
-            self.listed.append(frozenset(kl.doc_id for group in self.values for kl in group[3]))
-        if self.listed[0].isdisjoint(versions):
+        if not self.listed:  # where each document is listed, found once (a key may have thousands of values)
+            where: dict[str, set[int]] = {}
+            for i, group in enumerate(self.values):
+                for kl in group[3]:
+                    where.setdefault(kl.doc_id, set()).add(i)
+            self.listed.append(where)
+        groups = sorted(set().union(*(self.listed[0].get(doc_id, ()) for doc_id in versions)))
+        if not groups:
             return self
-        renamed = _Summary(self.total, tuple(
-            (norm, spelled, count, tuple(replace(kl, version=versions[kl.doc_id]) if kl.doc_id in versions else kl
-                                         for kl in sources)) if any(kl.doc_id in versions for kl in sources)
-            else (norm, spelled, count, sources)
-            for norm, spelled, count, sources in self.values))
-        renamed.listed.append(self.listed[0])
+        values = list(self.values)
+        for i in groups:
+            norm, spelled, count, sources = values[i]
+            values[i] = (norm, spelled, count, tuple(
+                replace(kl, version=versions[kl.doc_id]) if kl.doc_id in versions else kl for kl in sources))
+        renamed = _Summary(self.total, tuple(values))
+        renamed.listed.append(self.listed[0])  # the same documents in the same groups
         return renamed
 
 
