@@ -248,14 +248,23 @@ class RelatedLocations:
     def __init__(self) -> None:
         self._epoch: int | None = None
         self._converted: dict[Location, types.Location] = {}
+        self._lists: dict[tuple[Location, ...], list[types.DiagnosticRelatedInformation]] = {}
         self._lock = threading.Lock()
 
     def for_view(self, epoch: int) -> dict[Location, types.Location]:
         """The conversions for the workspace of ``epoch`` (a view's ``epoch``)."""
         with self._lock:
             if epoch != self._epoch:
-                self._epoch, self._converted = epoch, {}
+                self._epoch, self._converted, self._lists = epoch, {}, {}
             return self._converted
+
+    def lists_for_view(self, epoch: int) -> dict[tuple[Location, ...], list[types.DiagnosticRelatedInformation]]:
+        """Whole converted ``relatedInformation`` lists (``server.convert.lsp_diagnostics``'s
+        ``related_lists``) for the workspace of ``epoch``; same lifetime as :meth:`for_view`.
+        """
+        self.for_view(epoch)
+        with self._lock:
+            return self._lists
 
     def forget(self, paths: Iterable[str]) -> None:
         """Drop the conversions of locations in ``paths`` (as ``Location.path`` names them,
@@ -267,6 +276,7 @@ class RelatedLocations:
                 return  # (``paths`` is not even listed: a first scan re-reads every file)
             gone = set(paths)
             self._converted = {k: v for k, v in list(self._converted.items()) if k.path not in gone}
+            self._lists = {k: v for k, v in list(self._lists.items()) if not any(r.path in gone for r in k)}
 
 
 # -------------------------------------------------------------------------------- tasks
