@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar, cast
 
 from . import memory_store
+from .conflicts import SOURCES_PER_VALUE
 from .derived import parse_content
 from .events import Event
 from .evidence import EvidenceDocument, FrontMatter, parse_field_line
@@ -205,6 +206,10 @@ class SnapshotCaches:
     known: dict[tuple[str, dt.date], str | None] = field(default_factory=dict)
     memos: dict[Hashable, object] = field(default_factory=dict)
     """:meth:`SqlSnapshot.memo` values (never inherited: they may depend on anything)."""
+    key_memos: dict[Hashable, tuple[tuple[ConflictKey, dt.date], frozenset[str], object]] = field(
+        default_factory=dict)
+    """:meth:`SqlSnapshot.memo` values that depend on one key summary and some documents only
+    (``of_summary``): inherited while neither changed."""
 
     def inherit(self, doc_ids: set[str], keys: set[ConflictKey] | None,
                 terms: set[str] | None = None,
@@ -221,10 +226,17 @@ class SnapshotCaches:
         moved = renumbered or {}
         summaries = {k: (v if k[0] not in moved else v.renumbered(moved[k[0]]))
                      for k, v in self.summaries.items() if k[0] not in keys}
+        # A renumbered key's memo stays only while its summary of SPEC §7.4's sources per value
+        # is known not to name a moved document (a memo that names none is the same value).
+        renamed = {k[:2] for k, v in self.summaries.items() if k[0] in moved and summaries.get(k) is not v}
+        summarised = {k[:2] for k in self.summaries if k[0] in moved and k[2] >= SOURCES_PER_VALUE}
+        key_memos = {m: held for m, held in self.key_memos.items()
+                     if held[0][0] not in keys and held[1].isdisjoint(doc_ids)
+                     and (held[0][0] not in moved or (held[0] in summarised and held[0] not in renamed))}
         verdicts = {k: v for k, v in self.terms.items() if k[0] not in terms}
         changed = [t for t in terms if len(t) >= 2]
         known = {k: v for k, v in self.known.items() if not any(t in k[0] for t in changed)}
-        return SnapshotCaches(versions, summaries, verdicts, known)
+        return SnapshotCaches(versions, summaries, verdicts, known, key_memos=key_memos)
 
 
 def _put(cache: dict, key: object, value: object) -> None:  # type: ignore[type-arg]
@@ -271,7 +283,16 @@ class SqlSnapshot(IndexSnapshot):
             return "1 = 1", ()
         return f"{alias}.field NOT IN ({', '.join('?' for _ in self._meta)})", self._meta
 
-    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+    def memo(self, key: Hashable, compute: Callable[[], T],
+             of_summary: tuple[ConflictKey, dt.date] | None = None, doc_ids: Iterable[str] = ()) -> T:
+        if of_summary is not None:
+            key_memos = self._caches.key_memos
+            held = key_memos.get(key)
+            if held is not None:
+                return cast(T, held[2])
+            value = compute()
+            _put(key_memos, key, (of_summary, frozenset(doc_ids), value))
+            return value
         memos = self._caches.memos
         if key in memos:
             return cast(T, memos[key])

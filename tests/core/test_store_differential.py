@@ -437,3 +437,45 @@ def test_what_changed_is_the_same_parsed_or_read_from_field_lines(
         assert {"周六16:30", "周四16:30", "礼堂", "地点"} <= parsed[1]
     finally:
         store.close()
+
+
+def test_a_conflict_message_is_kept_across_an_edit_elsewhere_and_rebuilt_when_it_changes(tmp_path: Path) -> None:
+    """The GR108 message and related tuple of a draft's key (memoised per snapshot) pass to the
+    next snapshot when the edit left that key's summary and the cited documents alone, and are
+    made again when the edit renamed a source the summary lists; either way the check answers
+    as a snapshot with empty caches (auto-versioned files, no subject, CJK and astral text).
+    """
+    root = tmp_path / "ws"
+    (root / "evidence").mkdir(parents=True)
+    (root / "grounding.toml").write_text(CONFIG_TOML, encoding="utf-8")
+    config = load_config(root)
+    for i in range(12):  # one key, two values: a00-a03 say MIT, a04-a11 say GPL (first five: a04-a08)
+        value = "MIT 𠮷" if i < 4 else "GPL-2+"
+        (root / "evidence" / f"a{i:02d}.txt").write_text(f"许可：{value}\n备注：第{i}份🎉\n", encoding="utf-8")
+    store = Store(str(tmp_path / "x.sqlite"), _settings(config))
+    try:
+        store.scan(config)
+        first = store.snapshot()
+        cited = first.newest("a00")
+        assert cited is not None
+        text = (f"---\nquestion: q\nfields: [许可]\n---\n许可是 MIT 𠮷[^1]。\n\n"
+                f'[^1]: a00@{cited.version}:1 sha256:{cited.sha256[:12]} "许可：MIT 𠮷"\n')
+        draft = parse_draft(text)
+
+        def conflict_related(snapshot: IndexSnapshot) -> Any:
+            report = check_draft(draft, snapshot, config, TODAY, "answers/x.md")
+            assert _report(report) == _report(check_draft(draft, SqlSnapshot(store, snapshot.seq), config, TODAY,
+                                                          "answers/x.md"))
+            (found,) = {f.related for f in report.findings if f.name == "field-conflict"}
+            return found
+
+        before = conflict_related(first)
+        (root / "evidence" / "a11.txt").write_text("许可：GPL-2+\n备注：第11份🎉（改）\n", encoding="utf-8")
+        store.scan(config, paths=["a11.txt"])  # a11 is not among the first five sources of its value
+        assert conflict_related(store.snapshot()) is before  # kept: the same tuple object
+        (root / "evidence" / "a04.txt").write_text("许可：GPL-2+\n备注：第4份🎉（改）\n", encoding="utf-8")
+        store.scan(config, paths=["a04.txt"])  # a04 is listed (renamed to its new version)
+        again = conflict_related(store.snapshot())
+        assert again is not before and again == before  # made again; locations name no version
+    finally:
+        store.close()
