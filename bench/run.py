@@ -550,20 +550,36 @@ def run_worker(phase: str, root: Path, arg: int, timeout: float) -> dict[str, An
 
 
 async def lsp_phase(root: Path, changes: int, edits: int, index_timeout: float,
-                    out: dict[str, Any]) -> None:
+                    out: dict[str, Any], from_index: str | None = None) -> None:
     """Drive ``python -m server`` over stdio like an editor; see the module docstring.
 
-    The server indexes into its own database (``initializationOptions``), so this measures
-    its cold index. If the draft's first diagnostics do not arrive within ``index_timeout``
-    seconds, the RSS and the evidence files published so far are recorded, the server is
-    killed, and the other server rows stay empty.
+    The server indexes into its own database (``initializationOptions``, named after this
+    process so two runs on one corpus never share it), so this measures its cold index.
+    ``from_index`` (``--server-from-index [DB]``): the database starts as a copy of ``DB`` or
+    (``""``) of the corpus's ``.grounding/index.sqlite`` (what the ``index`` worker built), so
+    the first row measures a warm start (a rebuild, if another version of the code wrote it)
+    and the others run without a background full-text build. If the draft's first
+    diagnostics do not arrive within ``index_timeout`` seconds, the RSS and the evidence files
+    published so far are recorded, the server is killed, and the other server rows stay empty.
+    The server's CPU time (user + system, ``/proc/<pid>/stat``) is recorded after each phase.
     """
     from lsprotocol import types
     from pygls.lsp.client import LanguageClient
 
     out["evidence_publishes"] = 0
-    server_index = ".grounding/server-bench.sqlite"
+    server_index = f".grounding/server-bench-{os.getpid()}.sqlite"
     remove_index(root / server_index)
+    if from_index is not None:
+        import sqlite3
+
+        source_path = Path(from_index) if from_index else root / ".grounding" / "index.sqlite"
+        source = sqlite3.connect(f"file:{source_path}?mode=ro", uri=True)
+        target = sqlite3.connect(root / server_index)
+        with source, target:
+            source.backup(target)  # a consistent copy, even while another process writes it
+        source.close()
+        target.close()
+        out["lsp_from_index"] = str(source_path)
     draft_path = root / "answers" / "bench.md"
     draft_uri = draft_path.as_uri()
     text = draft_path.read_text(encoding="utf-8")
@@ -661,6 +677,7 @@ async def lsp_phase(root: Path, changes: int, edits: int, index_timeout: float,
         finally:
             await hovering.stop()
         out["lsp_index_s"] = t_first - t0
+        out["lsp_cpu_index_s"] = _proc_cpu(server.pid)
         hovering.report("hover_index", out)
         out["lsp_first_names"] = sorted({name for name, _ in findings(last)})
         out["rss_after_index"] = _proc_status(server.pid)
@@ -681,6 +698,7 @@ async def lsp_phase(root: Path, changes: int, edits: int, index_timeout: float,
             change_samples.append(stamp - sent)
         out["change_p50_s"] = statistics.median(change_samples)
         out["change_p95_s"] = pct(change_samples, 95)
+        out["lsp_cpu_change_s"] = _proc_cpu(server.pid)
 
         # didSave: checked at once (no debounce)
         save_samples = []
@@ -692,6 +710,7 @@ async def lsp_phase(root: Path, changes: int, edits: int, index_timeout: float,
             save_samples.append(stamp - sent)
         out["save_p50_s"] = statistics.median(save_samples)
         out["save_p95_s"] = pct(save_samples, 95)
+        out["lsp_cpu_save_s"] = _proc_cpu(server.pid)
 
         # an evidence file cited by the draft is edited on disk, then restored: each write
         # must change the draft's findings (hash-mismatch or a newer stale-citation)
@@ -710,9 +729,12 @@ async def lsp_phase(root: Path, changes: int, edits: int, index_timeout: float,
             evidence_target.write_bytes(original)
         out["edit_p50_s"] = statistics.median(edit_samples)
         out["edit_max_s"] = max(edit_samples)
+        out["edit_samples_s"] = edit_samples
+        out["lsp_cpu_edit_s"] = _proc_cpu(server.pid)
 
         await _hover_storm(client, root, hover, index_passes, out)
         out["rss_end"] = _proc_status(server.pid)
+        out["lsp_cpu_storm_s"] = _proc_cpu(server.pid)
 
         await asyncio.wait_for(client.shutdown_async(None), 60)
         client.exit(None)
@@ -819,6 +841,13 @@ async def _hover_storm(client: Any, root: Path, hover: Any, index_passes: list[f
         await asyncio.wait_for(restored_pass(), STORM_TIMEOUT)
     except TimeoutError:
         out["storm_restore_timeout_s"] = STORM_TIMEOUT
+
+
+def _proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of a process so far (``/proc/<pid>/stat``)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _proc_status(pid: int) -> dict[str, int]:
@@ -1249,6 +1278,21 @@ one file changed, uncited-claim scan, question grammar), ``grounding check`` as 
 and the language server."""
 
 
+def _images_and_hostile(quick: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The image and hostile-draft sections (no corpus)."""
+    try:  # image measurement (SPEC §12): no corpus, generated PNGs
+        images = images_section(5 if quick else 15)
+    except Exception as exc:  # report and keep going, as for a corpus
+        images = {"error": f"{type(exc).__name__}: {exc}"[:600]}
+        print(f"[bench] images: {images['error']}", file=sys.stderr, flush=True)
+    try:  # hostile drafts (issue 13 item 12): generated in memory
+        hostile = hostile_section()
+    except Exception as exc:  # report and keep going, as for a corpus
+        hostile = {"error": f"{type(exc).__name__}: {exc}"[:600]}
+        print(f"[bench] hostile: {hostile['error']}", file=sys.stderr, flush=True)
+    return images, hostile
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny corpora (CI smoke run)")
@@ -1262,6 +1306,12 @@ def main(argv: list[str] | None = None) -> int:
                         " 'cli' use the draft and index the 'index' phase left in the corpus")
     parser.add_argument("--no-extras", action="store_true",
                         help="skip the image and hostile-draft tables (with --phases, to re-measure rows)")
+    parser.add_argument("--server-only", action="store_true",
+                        help="only the language-server rows (uses the corpus's existing draft; runs the"
+                             " index worker first when there is none)")
+    parser.add_argument("--server-from-index", nargs="?", const="", default=None, metavar="DB",
+                        help="start the server on a copy of an index (default: the corpus's"
+                             " .grounding/index.sqlite) instead of its own cold index")
     parser.add_argument("--worker", nargs=3, metavar=("PHASE", "ROOT", "N"), help=argparse.SUPPRESS)
     parser.add_argument("--team", action="store_true",
                         help="the team section instead (bench/team.py: shared PostgreSQL index vs SQLite)")
@@ -1270,6 +1320,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = phases - set(PHASES)
     if unknown:
         parser.error(f"unknown phase(s): {', '.join(sorted(unknown))}; choose from {', '.join(PHASES)}")
+    if args.server_only:  # the language-server rows alone
+        phases, args.no_extras = {"lsp"}, True
 
     if args.team:
         import team
@@ -1298,8 +1350,9 @@ def main(argv: list[str] | None = None) -> int:
         r: dict[str, Any] = {"files": corpus.files, "bytes": corpus.bytes}  # the index phase counts them again
         index_timeout = 60.0 if quick else LSP_INDEX_TIMEOUT.get(name, 300.0)
         try:
+            has_draft = all((corpus.root / rel).exists() for rel in ("draft-facts.json", ".grounding/index.sqlite"))
             step = time.perf_counter()
-            if "index" in phases:
+            if "index" in phases or not has_draft:  # the other phases use its draft and index
                 r.update(run_worker("index", corpus.root, 30 if quick else 100, 1800))
                 print(f"[bench] {name}: index worker {time.perf_counter() - step:.1f} s", file=sys.stderr,
                       flush=True)
@@ -1322,7 +1375,7 @@ def main(argv: list[str] | None = None) -> int:
                 r["lsp_skipped"] = "--quick"  # see BENCHMARKS.md: evidence conflicts stall it
             else:
                 asyncio.run(lsp_phase(corpus.root, 10 if quick else 30, 1 if quick else 2,
-                                      index_timeout, r))
+                                      index_timeout, r, from_index=args.server_from_index))
                 print(f"[bench] {name}: language server {time.perf_counter() - step:.1f} s",
                       file=sys.stderr, flush=True)
         except Exception as exc:  # report and keep going: the table shows 'error'
@@ -1332,16 +1385,7 @@ def main(argv: list[str] | None = None) -> int:
     images: dict[str, Any] = {"skipped": "--no-extras"}
     hostile: dict[str, Any] = {"skipped": "--no-extras"}
     if not args.no_extras:
-        try:  # image measurement (SPEC §12): no corpus, generated PNGs
-            images = images_section(5 if quick else 15)
-        except Exception as exc:  # report and keep going, as for a corpus
-            images = {"error": f"{type(exc).__name__}: {exc}"[:600]}
-            print(f"[bench] images: {images['error']}", file=sys.stderr, flush=True)
-        try:  # hostile drafts (issue 13 item 12): generated in memory
-            hostile = hostile_section()
-        except Exception as exc:  # report and keep going, as for a corpus
-            hostile = {"error": f"{type(exc).__name__}: {exc}"[:600]}
-            print(f"[bench] hostile: {hostile['error']}", file=sys.stderr, flush=True)
+        images, hostile = _images_and_hostile(quick)
     elapsed = time.perf_counter() - started
     load_after = os.getloadavg()
 
@@ -1367,7 +1411,9 @@ def main(argv: list[str] | None = None) -> int:
                                    "one_file_scan_p50_s", "one_file_full_walk_p50_s", "cold_cpu_s",
                                    "fts_cpu_s", "db_bytes", "index_rss", "warm_rss", "uncited_cpu_s",
                                    "one_file_saw_change", "evidence_publishes", "rss_end", "error",
-                                   "messages", "storm_passes", "storm_settle_s")
+                                   "messages", "storm_passes", "storm_settle_s", "lsp_from_index",
+                                   "edit_samples_s", "lsp_cpu_index_s", "lsp_cpu_change_s", "lsp_cpu_save_s",
+                                   "lsp_cpu_edit_s", "lsp_cpu_storm_s")
                  if k in r}
         print(f"{corpus.name}: " + json.dumps(extra, ensure_ascii=False, default=str))
     print()

@@ -261,11 +261,14 @@ class IndexSnapshot(ABC):
     def is_meta_field(self, name: str) -> bool:
         return name in self.settings.meta_fields
 
-    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+    def memo(self, key: Hashable, compute: Callable[[], T],
+             of_summary: tuple[ConflictKey, dt.date] | None = None, doc_ids: Iterable[str] = ()) -> T:
         """``compute()``, remembered for this snapshot under ``key`` (bounded). For values that
         depend only on the snapshot and ``key`` (e.g. a conflict's message and related
-        locations, rebuilt by every re-check of the same draft otherwise). The default does
-        not remember.
+        locations, rebuilt by every re-check of the same draft otherwise). ``of_summary``
+        ``(key, today)``: the value depends only on that conflict key's :meth:`key_summary` on
+        that day and the documents ``doc_ids``, so a later snapshot in which neither changed
+        may keep it. The default does not remember.
         """
         return compute()
 

@@ -21,11 +21,12 @@ import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar, cast
 
 from . import memory_store
 from .backend import FIELD_HEAD, Backend, Connection, text_hash
+from .conflicts import SOURCES_PER_VALUE
 from .derived import parse_content
 from .events import Event
 from .evidence import EvidenceDocument, FrontMatter, parse_field_line
@@ -193,6 +194,32 @@ class _Summary:
     values: tuple[tuple[str, str, int, tuple[KeyedLine, ...]], ...]
     plain: list[KeySummary] = field(default_factory=list, compare=False)
     """The :class:`KeySummary` without cited lines, made on first use (one object per key)."""
+    listed: list[dict[str, set[int]]] = field(default_factory=list, compare=False)
+    """doc_id -> the indexes of the values listing a source of it, found on first use
+    (:meth:`renumbered`)."""
+
+    def renumbered(self, versions: Mapping[str, int]) -> _Summary:
+        """The summary with the sources of the documents in ``versions`` (doc_id -> version)
+        at that version: what it is after those documents' lines moved, unchanged, to a new
+        version (one active content per doc_id, so the sources keep their order).
+        """
+        if not self.listed:  # where each document is listed, found once (a key may have thousands of values)
+            where: dict[str, set[int]] = {}
+            for i, group in enumerate(self.values):
+                for kl in group[3]:
+                    where.setdefault(kl.doc_id, set()).add(i)
+            self.listed.append(where)
+        groups = sorted(set().union(*(self.listed[0].get(doc_id, ()) for doc_id in versions)))
+        if not groups:
+            return self
+        values = list(self.values)
+        for i in groups:
+            norm, spelled, count, sources = values[i]
+            values[i] = (norm, spelled, count, tuple(
+                replace(kl, version=versions[kl.doc_id]) if kl.doc_id in versions else kl for kl in sources))
+        renamed = _Summary(self.total, tuple(values))
+        renamed.listed.append(self.listed[0])  # the same documents in the same groups
+        return renamed
 
 
 @dataclass
@@ -205,21 +232,37 @@ class SnapshotCaches:
     known: dict[tuple[str, dt.date], str | None] = field(default_factory=dict)
     memos: dict[Hashable, object] = field(default_factory=dict)
     """:meth:`SqlSnapshot.memo` values (never inherited: they may depend on anything)."""
+    key_memos: dict[Hashable, tuple[tuple[ConflictKey, dt.date], frozenset[str], object]] = field(
+        default_factory=dict)
+    """:meth:`SqlSnapshot.memo` values that depend on one key summary and some documents only
+    (``of_summary``): inherited while neither changed."""
 
     def inherit(self, doc_ids: set[str], keys: set[ConflictKey] | None,
-                terms: set[str] | None = None) -> SnapshotCaches:
+                terms: set[str] | None = None,
+                renumbered: Mapping[ConflictKey, Mapping[str, int]] | None = None) -> SnapshotCaches:
         """The caches for a later snapshot: entries of ``doc_ids``, ``keys`` and ``terms``
         dropped, and known-term answers for sentences holding a changed term (``keys`` None:
-        every summary and term answer dropped).
+        every summary and term answer dropped). ``renumbered``: keys whose lines only moved to
+        a new version of some documents (same lines, same texts; doc_id -> the new version):
+        their summaries are kept with those sources renamed.
         """
         versions = {d: v for d, v in self.versions.items() if d not in doc_ids}
         if keys is None or terms is None:
             return SnapshotCaches(versions, {}, {})
-        summaries = {k: v for k, v in self.summaries.items() if k[0] not in keys}
+        moved = renumbered or {}
+        summaries = {k: (v if k[0] not in moved else v.renumbered(moved[k[0]]))
+                     for k, v in self.summaries.items() if k[0] not in keys}
+        # A renumbered key's memo stays only while its summary of SPEC §7.4's sources per value
+        # is known not to name a moved document (a memo that names none is the same value).
+        renamed = {k[:2] for k, v in self.summaries.items() if k[0] in moved and summaries.get(k) is not v}
+        summarised = {k[:2] for k in self.summaries if k[0] in moved and k[2] >= SOURCES_PER_VALUE}
+        key_memos = {m: held for m, held in self.key_memos.items()
+                     if held[0][0] not in keys and held[1].isdisjoint(doc_ids)
+                     and (held[0][0] not in moved or (held[0] in summarised and held[0] not in renamed))}
         verdicts = {k: v for k, v in self.terms.items() if k[0] not in terms}
         changed = [t for t in terms if len(t) >= 2]
         known = {k: v for k, v in self.known.items() if not any(t in k[0] for t in changed)}
-        return SnapshotCaches(versions, summaries, verdicts, known)
+        return SnapshotCaches(versions, summaries, verdicts, known, key_memos=key_memos)
 
 
 def _put(cache: dict, key: object, value: object) -> None:  # type: ignore[type-arg]
@@ -266,7 +309,16 @@ class SqlSnapshot(IndexSnapshot):
             return "1 = 1", ()
         return f"{alias}.field NOT IN ({', '.join('?' for _ in self._meta)})", self._meta
 
-    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+    def memo(self, key: Hashable, compute: Callable[[], T],
+             of_summary: tuple[ConflictKey, dt.date] | None = None, doc_ids: Iterable[str] = ()) -> T:
+        if of_summary is not None:
+            key_memos = self._caches.key_memos
+            held = key_memos.get(key)
+            if held is not None:
+                return cast(T, held[2])
+            value = compute()
+            _put(key_memos, key, (of_summary, frozenset(doc_ids), value))
+            return value
         memos = self._caches.memos
         if key in memos:
             return cast(T, memos[key])
@@ -761,12 +813,21 @@ class SqlSnapshot(IndexSnapshot):
     # -- corpus-wide ---------------------------------------------------------------------------
 
     def changed_keys(self, since: int, today: dt.date) -> list[ConflictKey] | None:
-        keys, _terms = self.changed_since(since)
+        # keys whose lines only moved to a new version (same line numbers and texts) change no
+        # file's evidence findings: related locations name path, line and text, never a version
+        keys, _terms = self.changed_since(since, renumbered={})
         return sorted(keys, key=lambda k: (k[1], k[0] or ""))
 
-    def changed_since(self, since: int) -> tuple[set[ConflictKey], set[str]]:
+    def changed_since(self, since: int, renumbered: dict[ConflictKey, dict[str, int]] | None = None,
+                      ) -> tuple[set[ConflictKey], set[str]]:
         """The conflict keys and known terms (SPEC §7.6 forms) of the contents whose activity
         changed between ``replay(since)`` and this snapshot: what cached answers may differ.
+
+        ``renumbered`` (filled when given): the keys whose lines only moved to a new version
+        of a document (an auto-versioned file edited elsewhere: same line numbers and texts,
+        another version number), with those doc_ids and their new versions; they are left out
+        of the keys returned. A summary of such a key differs only in those sources' version
+        (:meth:`_Summary.renumbered`). Without it they are among the keys.
 
         A few contents are parsed again (their documents, about a millisecond each); more than
         :data:`CHANGED_PARSE` are read from one pass over ``field_lines`` (a storm of 1,000
@@ -778,21 +839,12 @@ class SqlSnapshot(IndexSnapshot):
         if since >= n:
             return keys, terms
         rows = self._rows(
-            "SELECT content_id, doc_id, version FROM versions WHERE"
+            "SELECT content_id, doc_id, version, path, subject, effective_from, effective_until, active_from,"
+            " active_to FROM versions WHERE"
             " (active_from > ? AND active_from <= ?) OR (active_to > ? AND active_to <= ?)",
             (since, n, since, n))
         if len(rows) <= CHANGED_PARSE:
-            for cid, doc_id, version in rows:
-                record = VersionRecord(str(doc_id), int(str(version)), "", "", False, int(str(cid)))
-                doc = self.document(record)
-                image = doc if isinstance(doc, ImageDocument) else None
-                for number, fl in doc.field_lines.items():
-                    if image is not None:
-                        keys.add((image.line_subject(number), fl.field))
-                        continue  # image attributes are no known terms
-                    keys.add((doc.subject, fl.field))
-                    terms.add(normalize(fl.field))
-                    terms.add(normalize(fl.value).rstrip(PUNCTUATION))
+            self._changed_by_parsing(rows, since, keys, terms, renumbered)
             return keys, terms
         cids = [int(str(r[0])) for r in rows]
         fields: set[str] = set()
@@ -810,6 +862,65 @@ class SqlSnapshot(IndexSnapshot):
                 terms.add(str(norm).rstrip(PUNCTUATION))
         terms.update(normalize(name) for name in fields)
         return keys, terms
+
+    def _changed_by_parsing(self, rows: list[tuple[object, ...]], since: int, keys: set[ConflictKey],
+                            terms: set[str], renumbered: dict[ConflictKey, dict[str, int]] | None) -> None:
+        """:meth:`changed_since` for a few changed contents, from their parsed documents.
+
+        A document whose one content active at ``since`` was replaced by one content active
+        now, with the same path, subject and effective dates, changed only the keys whose
+        lines (number and text) differ between the two: an edit of one line of a Debian
+        copyright file leaves its ``License`` key (17,000 lines in the corpus) as it was, so
+        its summary is not computed again. When the version differs too (an auto-versioned
+        file), the keys with equal lines go to ``renumbered`` (None: they count as changed).
+        Any other change counts every key of every content involved.
+        """
+        n = self.seq
+        by_doc: dict[str, list[tuple[tuple[object, ...], EvidenceDocument]]] = {}
+        for row in rows:
+            cid, doc_id, version = row[:3]
+            record = VersionRecord(str(doc_id), int(str(version)), "", "", False, int(str(cid)))
+            by_doc.setdefault(str(doc_id), []).append((row, self.document(record)))
+
+        def active_at(row: tuple[object, ...], seq: int) -> bool:
+            start, end = row[7], row[8]
+            return start is not None and int(str(start)) <= seq and (end is None or int(str(end)) > seq)
+
+        def key_of(doc: EvidenceDocument, number: int, name: str) -> ConflictKey:
+            # an image attribute's key is its region's subject (SPEC §12)
+            return ((doc.line_subject(number), name) if isinstance(doc, ImageDocument)
+                    else (doc.subject, name))
+
+        def lines_by_key(doc: EvidenceDocument) -> dict[ConflictKey, set[tuple[int, str]]]:
+            out: dict[ConflictKey, set[tuple[int, str]]] = {}
+            for number, fl in doc.field_lines.items():
+                out.setdefault(key_of(doc, number, fl.field), set()).add((number, doc.lines[number - 1]))
+            return out
+
+        for contents in by_doc.values():
+            old = [(row, doc) for row, doc in contents if active_at(row, since)]
+            new = [(row, doc) for row, doc in contents if active_at(row, n)]
+            if len(old) == 1 and len(new) == 1 and old[0][0][3:7] == new[0][0][3:7]:
+                before, after = lines_by_key(old[0][1]), lines_by_key(new[0][1])
+                docs = [old[0][1], new[0][1]]
+                same_version = old[0][0][2] == new[0][0][2]
+                wanted = {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)
+                          or (not same_version and renumbered is None)}
+                if not same_version and renumbered is not None:  # its sources are renamed
+                    for key in before.keys() - wanted:
+                        renumbered.setdefault(key, {})[str(old[0][0][1])] = int(str(new[0][0][2]))
+            else:
+                docs = [doc for _row, doc in contents]
+                wanted = None
+            for doc in docs:
+                image = isinstance(doc, ImageDocument)
+                for number, fl in doc.field_lines.items():
+                    key = key_of(doc, number, fl.field)
+                    if wanted is None or key in wanted:
+                        keys.add(key)
+                        if not image:  # image attributes are no known terms
+                            terms.add(normalize(fl.field))
+                            terms.add(normalize(fl.value).rstrip(PUNCTUATION))
 
     def conflicting_keys(self, today: dt.date) -> list[ConflictKey]:
         active, params = self._active(today)

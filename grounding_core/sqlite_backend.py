@@ -278,7 +278,10 @@ class SqliteBackend:
                                timeout=LOCK_WAIT_S)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute(f"PRAGMA cache_size=-{READER_CACHE_KIB if readonly else CACHE_KIB}")
-        conn.execute("PRAGMA temp_store=MEMORY")
+        # Readers sort in temp files once a sort outgrows the page cache: the corpus-wide
+        # GROUP BY of conflicting_keys held 245 MB in memory at 30,000 files (16 MB this way,
+        # and less CPU). The writer keeps its sorts (index builds of a scan) in memory.
+        conn.execute(f"PRAGMA temp_store={'FILE' if readonly else 'MEMORY'}")
         if readonly:
             conn.execute("PRAGMA query_only=1")
         return conn

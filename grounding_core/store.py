@@ -65,7 +65,7 @@ from .images import (
     sidecar_path,
     sidecar_text,
 )
-from .index import IndexSnapshot, ParseSettings, SearchHit, VersionRecord
+from .index import ConflictKey, IndexSnapshot, ParseSettings, SearchHit, VersionRecord
 from .memory import MemoryEntry, MemoryEvent, MemoryWriteError
 from .model import Finding, Location, Span
 from .scan import FileRow, Listing, StatKey, Unstable, finding_dict, finding_of
@@ -360,8 +360,9 @@ class Store:
                 docs = {str(r[0]) for r in self.backend.reader().execute(
                     "SELECT DISTINCT doc_id FROM events WHERE seq > ? AND seq <= ?",
                     (latest.seq, count)).fetchall()}
-                keys, terms = fresh.changed_since(latest.seq)
-                caches = latest.caches.inherit(docs, keys, terms)
+                renumbered: dict[ConflictKey, dict[str, int]] = {}
+                keys, terms = fresh.changed_since(latest.seq, renumbered)
+                caches = latest.caches.inherit(docs, keys, terms, renumbered)
             snapshot = SqlSnapshot(self, count, caches)
             self._latest = (derivation, snapshot)
             return snapshot

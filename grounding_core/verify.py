@@ -853,8 +853,9 @@ def _gate(draft: ParsedDraft, results: list[_ClaimResult], keys: _Keys, state: I
             return conflict.describe() + "; Grounding does not pick a side", related
 
         # a key shared by thousands of lines and values: built once per snapshot and cited set
-        message, related = state.memo(
-            ("GR108", key, today, tuple(cited.get(key, ())), config.evidence_root), present)
+        cited_here = tuple(cited.get(key, ()))
+        message, related = state.memo(("GR108", key, today, cited_here, config.evidence_root), present,
+                                      of_summary=(key, today), doc_ids={doc_id for doc_id, _v, _l in cited_here})
         hint = ("Resolve it in the evidence (correct or revoke one source); until then the answer's"
                 " status is 'conflict'. Grounding never picks a side.")
         if conflict.field in field_spans and key in required:

@@ -19,10 +19,11 @@ from grounding_core.model import Edit, Finding, Location, Severity, Span
 from server.positions import PositionCodec
 
 __all__ = [
-    "DRAFT_MORE", "EVIDENCE_MORE", "MAX_CONVERTED", "MAX_DIAGNOSTICS", "MAX_RELATED", "SEVERITIES", "SOURCE",
-    "LinesOf", "UriOf",
+    "DRAFT_MORE", "EVIDENCE_MORE", "MAX_CONVERTED", "MAX_DIAGNOSTICS", "MAX_RELATED", "MAX_RELATED_LISTS",
+    "SEVERITIES", "SOURCE",
+    "LinesOf", "RelatedLists", "RelatedOf", "UriOf",
     "lsp_completion_item", "lsp_completion_list", "lsp_diagnostic", "lsp_diagnostics", "lsp_hover",
-    "lsp_line_location", "lsp_location", "lsp_range", "lsp_workspace_edit", "span_from_json",
+    "lsp_line_location", "lsp_location", "lsp_range", "lsp_related", "lsp_workspace_edit", "span_from_json",
 ]
 
 SOURCE = "grounding"
@@ -37,15 +38,22 @@ MAX_DIAGNOSTICS = 1000
 and publishing each would stall the client; the rest are counted in one information item."""
 
 MAX_RELATED = 100
-MAX_CONVERTED = 20_000
-"""Converted related locations a shared ``locations`` mapping keeps (then it starts over)."""
 """Related locations shown on one diagnostic (SPEC §7.4 lists at most 5 sources per value;
 this bounds a finding with very many values, the way :data:`MAX_DIAGNOSTICS` bounds a file)."""
+MAX_CONVERTED = 20_000
+"""Converted related locations a shared ``locations`` mapping keeps (then it starts over)."""
+
+MAX_RELATED_LISTS = 2_000
+"""Converted ``relatedInformation`` lists a shared ``related_lists`` mapping keeps."""
 
 LinesOf = Callable[[str], Sequence[str]]
 """Lines (no terminators) of a file relative to the workspace root (related locations)."""
 UriOf = Callable[[str], str]
 """The URI of a path relative to the workspace root."""
+RelatedOf = Callable[[tuple[Location, ...]], list[types.DiagnosticRelatedInformation]]
+"""A finding's related locations -> its ``relatedInformation``."""
+RelatedLists = MutableMapping[tuple[Location, ...], list[types.DiagnosticRelatedInformation]]
+"""Converted ``relatedInformation`` lists by the related tuple they were made from."""
 
 _KINDS = {"document": types.CompletionItemKind.Module, "version": types.CompletionItemKind.EnumMember,
           "line": types.CompletionItemKind.Reference, "region": types.CompletionItemKind.Color,
@@ -83,10 +91,13 @@ def lsp_location(location: Location, uri_of: UriOf, lines_of: LinesOf, codec: Po
 
 def lsp_diagnostic(finding: Finding, lines: Sequence[str], codec: PositionCodec, uri_of: UriOf,
                    lines_of: LinesOf, related_info: bool = True,
-                   location_of: Callable[[Location], types.Location] | None = None) -> types.Diagnostic:
+                   location_of: Callable[[Location], types.Location] | None = None,
+                   related_of: RelatedOf | None = None) -> types.Diagnostic:
     """One finding -> one diagnostic: ``code`` = GR code, ``source`` = grounding,
     ``data`` = {name, citation, fix}; the hint follows the message on its own line.
-    ``location_of`` converts a related location (default :func:`lsp_location`).
+    ``location_of`` converts a related location (default :func:`lsp_location`);
+    ``related_of`` converts a finding's whole related tuple (it may return a list it made
+    before: callers must not change it).
     """
     if location_of is None:
         def location_of(r: Location) -> types.Location:
@@ -100,14 +111,22 @@ def lsp_diagnostic(finding: Finding, lines: Sequence[str], codec: PositionCodec,
                        "range": _span_json(finding.fix.span)}
     related = None
     if related_info and finding.related:
-        related = [types.DiagnosticRelatedInformation(location=location_of(r),
-                                                      message=r.message or f"{r.path}:{r.line}")
-                   for r in finding.related[:MAX_RELATED]]
+        if related_of is not None:
+            related = related_of(finding.related[:MAX_RELATED])
+        else:
+            related = lsp_related(finding.related[:MAX_RELATED], location_of)
     message = finding.message + (f"\n{finding.hint}" if finding.hint else "")
     return types.Diagnostic(
         range=lsp_range(finding.span, lines, codec), message=message,
         severity=SEVERITIES[finding.effective_severity], code=finding.code, source=SOURCE,
         related_information=related, data=data)
+
+
+def lsp_related(related: Sequence[Location],
+                location_of: Callable[[Location], types.Location]) -> list[types.DiagnosticRelatedInformation]:
+    """Related locations -> a diagnostic's ``relatedInformation``."""
+    return [types.DiagnosticRelatedInformation(location=location_of(r), message=r.message or f"{r.path}:{r.line}")
+            for r in related]
 
 
 DRAFT_MORE = "run 'grounding check' on this draft to see them all."
@@ -117,11 +136,16 @@ EVIDENCE_MORE = "run 'grounding conflicts' and 'grounding index' to see them all
 def lsp_diagnostics(findings: Sequence[Finding], lines: Sequence[str], codec: PositionCodec, uri_of: UriOf,
                     lines_of: LinesOf, related_info: bool = True, limit: int = MAX_DIAGNOSTICS,
                     more: str = DRAFT_MORE,
-                    locations: MutableMapping[Location, types.Location] | None = None) -> list[types.Diagnostic]:
+                    locations: MutableMapping[Location, types.Location] | None = None,
+                    related_lists: RelatedLists | None = None) -> list[types.Diagnostic]:
     """The diagnostics of one file: at most ``limit`` findings (the most severe, in their
     order), plus one information item at 1:1 counting the ones left out (``more`` says where
     to see them). ``locations`` keeps converted related locations across calls (it must be
-    for the same ``uri_of``, ``codec`` and files; at most :data:`MAX_CONVERTED` are kept).
+    for the same ``uri_of``, ``codec`` and files; at most :data:`MAX_CONVERTED` are kept);
+    ``related_lists`` keeps whole converted ``relatedInformation`` lists the same way, by
+    the findings' related tuples (a draft's conflict findings carry the same ones on every
+    keystroke): equal tuples get the same list object, which a serialiser may cache by
+    identity (``PyglsClient.prepare_diagnostics``).
     """
     shown = _most_severe(findings, limit)
     files: dict[str, Sequence[str]] = {}  # each related file read once per call
@@ -142,7 +166,21 @@ def lsp_diagnostics(findings: Sequence[Finding], lines: Sequence[str], codec: Po
             found = locations[location] = lsp_location(location, uri_of, lines_once, codec)
         return found
 
-    out = [lsp_diagnostic(f, lines, codec, uri_of, lines_once, related_info, location_once) for f in shown]
+    related_of = None
+    if related_lists is not None:
+        held = related_lists
+
+        def related_once(related: tuple[Location, ...]) -> list[types.DiagnosticRelatedInformation]:
+            found = held.get(related)
+            if found is None:
+                if len(held) >= MAX_RELATED_LISTS:
+                    held.clear()
+                found = held[related] = lsp_related(related, location_once)
+            return found
+
+        related_of = related_once
+    out = [lsp_diagnostic(f, lines, codec, uri_of, lines_once, related_info, location_once, related_of)
+           for f in shown]
     if len(findings) > len(shown):
         out.append(types.Diagnostic(
             range=types.Range(types.Position(0, 0), types.Position(0, 0)),

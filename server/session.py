@@ -40,7 +40,7 @@ import logging
 import os
 import queue
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -234,26 +234,49 @@ class FileLines:
 
 
 class RelatedLocations:
-    """Related locations already converted for one index view (core ``Location`` -> LSP
-    ``Location``), shared by the reader threads.
+    """Related locations already converted (core ``Location`` -> LSP ``Location``), shared by
+    the reader threads, for one workspace.
 
-    A draft's conflict findings name the same evidence lines on every keystroke (on Debian's
-    copyright files about 1,300 distinct lines, each needing its file's line text for the
-    range: 0.3 s of CPU per keystroke), so they are converted once per view. Started over
-    when the view's generation changes (a scan, settings, midnight) and when
-    ``server.convert.MAX_CONVERTED`` are held.
+    A draft's conflict findings name the same evidence lines on every keystroke and after
+    every index change (on Debian's copyright files about 1,300 distinct lines, each needing
+    its file's line text for the range: 0.3 s of CPU per conversion), so each is converted
+    once. A converted location depends on its file's line only: a scan that re-read files
+    forgets theirs (:meth:`forget`); a new workspace (``epoch``: settings, another root)
+    starts over, and so does reaching ``server.convert.MAX_CONVERTED``.
     """
 
     def __init__(self) -> None:
-        self._generation: int | None = None
+        self._epoch: int | None = None
         self._converted: dict[Location, types.Location] = {}
+        self._lists: dict[tuple[Location, ...], list[types.DiagnosticRelatedInformation]] = {}
         self._lock = threading.Lock()
 
-    def for_view(self, generation: int) -> dict[Location, types.Location]:
+    def for_view(self, epoch: int) -> dict[Location, types.Location]:
+        """The conversions for the workspace of ``epoch`` (a view's ``epoch``)."""
         with self._lock:
-            if generation != self._generation:
-                self._generation, self._converted = generation, {}
+            if epoch != self._epoch:
+                self._epoch, self._converted, self._lists = epoch, {}, {}
             return self._converted
+
+    def lists_for_view(self, epoch: int) -> dict[tuple[Location, ...], list[types.DiagnosticRelatedInformation]]:
+        """Whole converted ``relatedInformation`` lists (``server.convert.lsp_diagnostics``'s
+        ``related_lists``) for the workspace of ``epoch``; same lifetime as :meth:`for_view`.
+        """
+        self.for_view(epoch)
+        with self._lock:
+            return self._lists
+
+    def forget(self, paths: Iterable[str]) -> None:
+        """Drop the conversions of locations in ``paths`` (as ``Location.path`` names them,
+        relative to the workspace root): their files changed. Workers still holding the
+        previous mapping fill that one, which is dropped.
+        """
+        with self._lock:
+            if not self._converted:
+                return  # (``paths`` is not even listed: a first scan re-reads every file)
+            gone = set(paths)
+            self._converted = {k: v for k, v in list(self._converted.items()) if k.path not in gone}
+            self._lists = {k: v for k, v in list(self._lists.items()) if not any(r.path in gone for r in k)}
 
 
 # -------------------------------------------------------------------------------- tasks
@@ -633,9 +656,14 @@ class Session:
         return self.results.pop(uri, None)
 
     def parsed(self, uri: str, text_hash: str) -> ParsedDraft | None:
-        """The parse of the open draft ``uri`` for the text with ``text_hash``, when a request
-        made one (hover and definition parse before any check exists, e.g. while indexing).
+        """The parse of the open draft ``uri`` for the text with ``text_hash``, when one was
+        made: by the stored result of that text (an index change re-checks an unchanged
+        draft: the parse depends on the text and the draft kind only, never on the index), or
+        by a request (hover and definition parse before any check exists, e.g. while indexing).
         """
+        result = self.results.get(uri)
+        if result is not None and result.document.text_hash == text_hash and result.rel == self.draft_rel(uri):
+            return result.draft
         found = self._parses.get(uri)
         return found[1] if found is not None and found[0] == text_hash else None
 

@@ -131,7 +131,8 @@ def draft_diagnostics(result: DraftResult, view: IndexView, related: bool,
     root = view.config.root
     return lsp_diagnostics(result.report.findings, result.document.lines, result.document.codec,
                            view.root_uri, lambda rel: file_lines(str(root / rel)), related,
-                           locations=converted.for_view(view.generation) if converted is not None else None)
+                           locations=converted.for_view(view.epoch) if converted is not None else None,
+                           related_lists=converted.lists_for_view(view.epoch) if converted is not None else None)
 
 
 def recheck_open_drafts(session: Session) -> None:

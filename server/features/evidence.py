@@ -25,10 +25,11 @@ from typing import Any
 from pygls.uris import from_fs_path
 
 from grounding_core.evidence_findings import ConflictCache, affected_paths, conflict_paths, file_findings
-from grounding_core.index import IndexSnapshot, VersionRecord
+from grounding_core.index import ConflictKey, IndexSnapshot, VersionRecord
 from grounding_core.model import Finding
 from grounding_core.store import ScanResult
 from grounding_core.text import split_lines
+from server import heap
 from server.convert import EVIDENCE_MORE, lsp_diagnostics
 from server.features import diagnostics
 from server.positions import PositionCodec
@@ -109,7 +110,7 @@ async def _refresh_loop(session: Session) -> None:
         state.scan_map = plan.scan_map
         todo = list(plan.affected.items())
         # one cache of conflict keys for the whole refresh (the chunks run one at a time)
-        cache = ConflictCache(view.snapshot, view.today, view.config.evidence_display)
+        cache = ConflictCache(view.snapshot, view.today, view.config.evidence_display, conflicting=plan.conflicting)
         for start in range(0, len(todo), CHUNK):
             await _drafts_first(session)
             current = session.current_view()
@@ -130,6 +131,8 @@ async def _refresh_loop(session: Session) -> None:
             await asyncio.sleep(0)
         else:
             state.snapshot, state.epoch = view.snapshot, view.epoch
+    # a refresh of many files leaves most of its heap free: give it back (server/heap.py)
+    await session.readers.run(heap.trim)
 
 
 async def _drafts_first(session: Session) -> None:
@@ -144,6 +147,8 @@ async def _drafts_first(session: Session) -> None:
 class _Plan:
     scan_map: ScanMap
     affected: dict[str, VersionRecord | None]
+    conflicting: frozenset[ConflictKey] | None = None
+    """Every conflicting key of the view, when the plan read them (a full refresh)."""
 
 
 def _plan(view: IndexView, before: IndexSnapshot | None, old_map: ScanMap,
@@ -169,17 +174,19 @@ def _plan(view: IndexView, before: IndexSnapshot | None, old_map: ScanMap,
         for path in changed:  # re-read: its ranges may move, if it shows anything
             if path in scan_map or path in published:
                 affected.setdefault(path, None)
+    conflicting = None
     if before is None:
         for path in (*scan_map, *published):
             affected.setdefault(path, None)
-        for path, record in conflict_paths(snapshot, today).items():
+        conflicting = frozenset(snapshot.conflicting_keys(today))
+        for path, record in conflict_paths(snapshot, today, conflicting).items():
             if affected.get(path) is None:
                 affected[path] = record
     else:
         for path, record in affected_paths(before, snapshot, docs, today).items():
             if affected.get(path) is None:
                 affected[path] = record
-    return _Plan(scan_map, dict(sorted(affected.items())))
+    return _Plan(scan_map, dict(sorted(affected.items())), conflicting)
 
 
 def _chunk(view: IndexView, cache: ConflictCache, client: Client, codec: PositionCodec, file_lines: FileLines,

@@ -408,6 +408,8 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
         f" {len(result.events)} events appended, {snapshot.seq} events in the log"))
     if epoch != session.epoch:
         return  # the workspace was replaced meanwhile; its own scan follows
+    # converted related locations of re-read files may have other ranges now
+    session.related_locations.forget(ws.config.evidence_display(path) for path in result.changed)
     before = session.view
     if before is None or before.epoch != epoch or before.snapshot.generation != snapshot.generation:
         _set_snapshot(session, snapshot)

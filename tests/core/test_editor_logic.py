@@ -101,6 +101,27 @@ def test_evidence_conflict_related_lists_other_values_first_five_per_value(make_
             ] == ["version-reuse", "field-conflict"]
 
 
+def test_a_cache_told_the_conflicting_keys_finds_the_same_conflicts(make_workspace: MakeWorkspace) -> None:
+    files = conflicting(3)
+    # no subject (the key's subject is None), CRLF, astral text, a key that does not conflict
+    files["evidence/bare1.txt"] = "版权：𠮷野家🎉\r\n许可：MIT\r\n备注：无\r\n"
+    files["evidence/bare2.txt"] = "版权：Debian 项目\r\n许可：MIT\r\n"
+    ws = make_workspace(files)
+    snapshot = ws.store.snapshot()
+    keys = frozenset(snapshot.conflicting_keys(TODAY))
+    assert keys == {("开放日", "活动时间"), (None, "版权")}
+    paths = conflict_paths(snapshot, TODAY, keys)
+    assert paths == conflict_paths(snapshot, TODAY)
+    told = ConflictCache(snapshot, TODAY, ws.config.evidence_display, conflicting=keys)
+    plain = ConflictCache(snapshot, TODAY, ws.config.evidence_display)
+    for path in sorted(paths):
+        found = file_findings(path, (), told)
+        assert found == file_findings(path, (), plain)
+        assert [f.name for f in found] == ["field-conflict"]
+    assert set(told.keys) == keys  # the other keys were never summarised
+    assert (None, "许可") in plain.keys and plain.keys[(None, "许可")] is None
+
+
 def test_affected_paths_follow_the_keys_a_change_touches(make_workspace: MakeWorkspace) -> None:
     files = conflicting(2)
     files["evidence/other.md"] = "---\ndoc_id: other\nsubject: 食堂\n---\n- 开放时间：6:30\n"

@@ -529,3 +529,21 @@ def test_unreadable_draft_is_one_malformed_citation_on_line_one(make_workspace: 
     assert names(report) == ["malformed-citation"]
     assert pos(report.findings[0])[:2] == (1, 1)
     assert report.status is Status.ABSTAIN
+
+
+def test_readers_sort_large_results_in_temp_files_and_answer_the_same(make_workspace: MakeWorkspace) -> None:
+    """A reader's corpus-wide sort (``conflicting_keys``) may spill to a temp file instead of
+    holding the whole sort in memory; the writer keeps its sorts in memory; answers agree.
+    """
+    files: dict[str, str | bytes] = {
+        f"evidence/d{i:03d}.md": f"---\ndoc_id: d{i:03d}\nsubject: 开放日🎉\n---\n- 活动时间：周{i % 3}16:30\r\n"
+        for i in range(30)}
+    ws = make_workspace(files)
+    backend = ws.store.backend
+    assert backend.reader().execute("PRAGMA temp_store").fetchone()[0] == 1  # FILE
+    assert backend.writer.execute("PRAGMA temp_store").fetchone()[0] == 2  # MEMORY
+    snapshot = ws.store.snapshot()
+    today = ws.config.today_or()
+    assert snapshot.conflicting_keys(today) == [("开放日🎉", "活动时间")]
+    summary = snapshot.key_summary(("开放日🎉", "活动时间"), today)
+    assert [(g.spelled, g.count) for g in summary.values] == [("周016:30", 10), ("周116:30", 10), ("周216:30", 10)]

@@ -362,6 +362,48 @@ def _check_search(ours: IndexSnapshot, oracle: IndexSnapshot) -> None:
         assert got == expected, term
 
 
+def test_what_changed_in_a_replaced_content_is_the_keys_whose_lines_differ(tmp_path: Path) -> None:
+    """A content replaced by one with the same path and subject changed only the keys whose
+    lines (number and text) differ (the other keys of an auto-versioned file are
+    ``renumbered``); a changed subject changes every key of both (CJK, astral and CRLF text).
+    """
+    root = tmp_path / "ws"
+    (root / "evidence").mkdir(parents=True)
+    (root / "grounding.toml").write_text(CONFIG_TOML, encoding="utf-8")
+    config = load_config(root)
+    text = "---\r\ndoc_id: a\r\nsubject: 开放日\r\n---\r\n- 活动时间：周四16:30\r\n- 地点：𠮷野家🎉\r\n"
+    path = root / "evidence" / "a.md"
+    store = Store(str(tmp_path / "x.sqlite"), _settings(config))
+    try:
+        def changed(new_text: str) -> set[Any]:
+            since = store.event_count()
+            every = [(s, f) for s in ("开放日", "闭馆日") for f in ("活动时间", "地点", "备注")]
+            for key in every:  # warm the caches the next snapshot inherits
+                store.snapshot().key_summary(key, TODAY)
+            path.write_text(new_text, encoding="utf-8", newline="")
+            store.scan(config, paths=["a.md"])
+            for key in every:  # inherited (renamed where renumbered) == computed afresh
+                assert store.snapshot().key_summary(key, TODAY) == \
+                    SqlSnapshot(store, store.event_count()).key_summary(key, TODAY), key
+            renumbered: dict[Any, dict[str, int]] = {}
+            latest = SqlSnapshot(store, store.event_count())
+            keys = latest.changed_since(since, renumbered)[0]
+            version = latest.newest("a").version  # type: ignore[union-attr]
+            assert not keys & set(renumbered) and all(docs == {"a": version} for docs in renumbered.values())
+            return keys
+
+        path.write_text(text, encoding="utf-8", newline="")
+        store.scan(config)
+        assert changed(text + "- 备注：第二版\r\n") == {("开放日", "备注")}  # appended: one new key
+        assert changed(text.replace("𠮷野家🎉", "𠮷野家 🎉")) == {("开放日", "备注"), ("开放日", "地点")}
+        assert changed(text.replace("- 活动时间：周四16:30", "- 活动时间： 周四16:30")) == {
+            ("开放日", "活动时间"), ("开放日", "地点")}  # the same value, another line text
+        assert {("开放日", "活动时间"), ("开放日", "地点"), ("闭馆日", "活动时间"), ("闭馆日", "地点")} <= changed(
+            text.replace("开放日", "闭馆日"))  # another subject: every key of both
+    finally:
+        store.close()
+
+
 def test_what_changed_is_the_same_parsed_or_read_from_field_lines(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``changed_since`` parses a few changed contents and reads many from ``field_lines``;
@@ -388,10 +430,57 @@ def test_what_changed_is_the_same_parsed_or_read_from_field_lines(
         (root / "evidence/c.md").unlink()
         store.scan(config, paths=["a.md", "c.md"])
         parsed = SqlSnapshot(store, store.event_count()).changed_since(since)
+        renumbered: dict[Any, dict[str, int]] = {}
+        precise = SqlSnapshot(store, store.event_count()).changed_since(since, renumbered)
         monkeypatch.setattr(sql_snapshot, "CHANGED_PARSE", 0)
         read = SqlSnapshot(store, store.event_count()).changed_since(since)
         assert parsed == read
+        # a.md (auto-versioned) kept its 地点 line: that key's lines only moved to version 2
+        assert renumbered == {("开放日", "地点"): {"a": 2}}
+        assert precise == (read[0] - {("开放日", "地点")}, read[1] - {"𠮷野家🎉"})
         assert ("开放日", "活动时间") in parsed[0] and (None, "地点") in parsed[0]
         assert {"周六16:30", "周四16:30", "礼堂", "地点"} <= parsed[1]
+    finally:
+        store.close()
+
+
+def test_a_conflict_message_is_kept_across_an_edit_elsewhere_and_rebuilt_when_it_changes(tmp_path: Path) -> None:
+    """The GR108 message and related tuple of a draft's key (memoised per snapshot) pass to the
+    next snapshot when the edit left that key's summary and the cited documents alone, and are
+    made again when the edit renamed a source the summary lists; either way the check answers
+    as a snapshot with empty caches (auto-versioned files, no subject, CJK and astral text).
+    """
+    root = tmp_path / "ws"
+    (root / "evidence").mkdir(parents=True)
+    (root / "grounding.toml").write_text(CONFIG_TOML, encoding="utf-8")
+    config = load_config(root)
+    for i in range(12):  # one key, two values: a00-a03 say MIT, a04-a11 say GPL (first five: a04-a08)
+        value = "MIT 𠮷" if i < 4 else "GPL-2+"
+        (root / "evidence" / f"a{i:02d}.txt").write_text(f"许可：{value}\n备注：第{i}份🎉\n", encoding="utf-8")
+    store = Store(str(tmp_path / "x.sqlite"), _settings(config))
+    try:
+        store.scan(config)
+        first = store.snapshot()
+        cited = first.newest("a00")
+        assert cited is not None
+        text = (f"---\nquestion: q\nfields: [许可]\n---\n许可是 MIT 𠮷[^1]。\n\n"
+                f'[^1]: a00@{cited.version}:1 sha256:{cited.sha256[:12]} "许可：MIT 𠮷"\n')
+        draft = parse_draft(text)
+
+        def conflict_related(snapshot: IndexSnapshot) -> Any:
+            report = check_draft(draft, snapshot, config, TODAY, "answers/x.md")
+            assert _report(report) == _report(check_draft(draft, SqlSnapshot(store, snapshot.seq), config, TODAY,
+                                                          "answers/x.md"))
+            (found,) = {f.related for f in report.findings if f.name == "field-conflict"}
+            return found
+
+        before = conflict_related(first)
+        (root / "evidence" / "a11.txt").write_text("许可：GPL-2+\n备注：第11份🎉（改）\n", encoding="utf-8")
+        store.scan(config, paths=["a11.txt"])  # a11 is not among the first five sources of its value
+        assert conflict_related(store.snapshot()) is before  # kept: the same tuple object
+        (root / "evidence" / "a04.txt").write_text("许可：GPL-2+\n备注：第4份🎉（改）\n", encoding="utf-8")
+        store.scan(config, paths=["a04.txt"])  # a04 is listed (renamed to its new version)
+        again = conflict_related(store.snapshot())
+        assert again is not before and again == before  # made again; locations name no version
     finally:
         store.close()

@@ -193,6 +193,49 @@ async def test_pull_mode_answers_the_request_and_never_pushes_a_draft(root: Path
         assert here.recorder.for_uri(uri) == []
 
 
+async def test_a_recheck_of_unchanged_text_reuses_its_parse_and_a_new_text_parses_again(root: Path) -> None:
+    async with in_process(root) as here:
+        session = here.session
+        uri = here.open("answers/a.md", VALID)
+        result = await session.current_result(uri)
+        assert result is not None
+        view = session.current_view()
+        assert view is not None
+        session.set_snapshot(view.snapshot)  # an index change: the same text is checked again
+        job = session.capture(uri)
+        assert job is not None and job.draft is result.draft
+        again = await session.current_result(uri)
+        assert again is not None and again.draft is result.draft and again.key != result.key
+        here.change(uri, 2, VALID.replace("周四16:30[^1]", "周四 16:30[^1]"))
+        job = session.capture(uri)
+        assert job is not None and job.draft is None  # another text: parsed afresh in the check
+        newer = await session.current_result(uri)
+        assert newer is not None and newer.draft is not result.draft
+        assert newer.draft.text == here.session.document(uri).text  # type: ignore[union-attr]
+
+
+async def test_related_locations_of_a_re_read_file_follow_its_new_line(root: Path) -> None:
+    c1 = CONFLICT.format(doc="c1", value="9月1日")
+    draft = ("---\nquestion: 报名什么时候截止？\nfields: [报名截止]\n---\n报名截止是9月1日[^1]。\n\n"
+             f'[^1]: c1@1:5 sha256:{sha(c1)[:12]} "- 报名截止：9月1日"\n')
+    async with in_process(root) as here:
+        uri = here.open("answers/deadline.md", draft)
+
+        def related_ends(p: types.PublishDiagnosticsParams) -> set[int]:
+            return {r.location.range.end.character for d in p.diagnostics if str(d.code) == "GR108"
+                    for r in d.related_information or () if r.location.uri.endswith("/evidence/c2.md")}
+
+        first = await here.recorder.wait_publish(uri, lambda p: bool(related_ends(p)))
+        assert related_ends(first) == {utf16("- 报名截止：9月3日")}
+        mark = here.recorder.mark()
+        # the same field and value (so the same core location), a longer line: another range
+        longer = "9月3日   "
+        write(root, "evidence/c2.md", CONFLICT.format(doc="c2", value=longer))
+        workspace.request_reindex(here.session, ["c2.md"])
+        await here.recorder.wait_publish(uri, lambda p: related_ends(p) == {utf16("- 报名截止：" + longer)},
+                                         after=mark)
+
+
 async def test_an_evidence_edit_rechecks_open_drafts(root: Path) -> None:
     async with in_process(root) as here:
         uri = here.open("answers/a.md", VALID)
