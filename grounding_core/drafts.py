@@ -33,6 +33,7 @@ import yaml
 from markdown_it import MarkdownIt
 from markdown_it.rules_core import StateCore
 from markdown_it.rules_inline import StateInline
+from markdown_it.rules_inline import html_inline as _markdown_html_inline
 from markdown_it.token import Token
 from mdit_py_plugins.footnote import footnote_plugin
 from mdit_py_plugins.front_matter import front_matter_plugin
@@ -155,12 +156,51 @@ def _markdown() -> MarkdownIt:
       constant time (mdit-py-plugins 0.7's rule walks to the line's end from every ``[^``:
       quadratic on a run of them).
     - the core ``inline`` rule is :func:`_bounded_inline` (see there).
+    - inline HTML comments end at their first ``-->`` (:func:`_html_inline`).
     """
     md = MarkdownIt("commonmark").use(front_matter_plugin).use(footnote_plugin, inline=False)
     md.disable("footnote_tail")  # keep definitions in place, with their line maps
     md.inline.ruler.at("footnote_ref", _footnote_ref)
+    md.inline.ruler.at("html_inline", _html_inline)
     md.core.ruler.at("inline", _bounded_inline)
     return md
+
+
+def _html_inline(state: StateInline, silent: bool) -> bool:
+    """markdown-it's ``html_inline`` rule, with comments read as CommonMark 0.31 defines them.
+
+    A comment is ``<!-->``, ``<!--->``, or ``<!--`` up to the first ``-->`` after it. The
+    rule of markdown-it-py 4.3 matches comments with a regex that rescans to the end of the
+    paragraph whenever it fails (a comment whose text ends in ``-``, e.g. ``<!-- a --->``), so
+    a run of them was quadratic (``<!----><!--*<div>`` x 4,000: 5 s; found by
+    tests/robustness/test_hardening_properties.py). The closers' offsets are found once per
+    source string (cached in ``env``, as :func:`_footnote_ref` does), so each comment costs a
+    bisection. Every other tag goes to markdown-it's own rule.
+    """
+    src, pos = state.src, state.pos
+    if not src.startswith("<!--", pos) or not state.md.options.get("html"):
+        return _markdown_html_inline(state, silent)
+    if src.startswith("<!-->", pos):
+        end = pos + 5
+    elif src.startswith("<!--->", pos):
+        end = pos + 6
+    else:
+        cached = state.env.get("_grounding_comment_ends")
+        if cached is None or cached[0] is not src:
+            cached = (src, [m.end() for m in re.finditer("(?=-->)", src)])
+            state.env["_grounding_comment_ends"] = cached
+        closers: list[int] = cached[1]  # offsets where a "-->" starts
+        i = bisect_right(closers, pos + 3)  # the text may be empty: "<!---->"
+        if i == len(closers):
+            return False
+        end = closers[i] + 3
+    if end > state.posMax:
+        return False
+    if not silent:
+        token = state.push("html_inline", "", 0)
+        token.content = src[pos:end]
+    state.pos = end
+    return True
 
 
 _LABEL_STOP = re.compile(r"[\] \n]")
@@ -823,7 +863,9 @@ _DELETED_CLOSE = re.compile(r"</(?:del|s|strike)\s*>", re.IGNORECASE)
 @functools.cache
 def _inline_markdown() -> MarkdownIt:
     """CommonMark inline rules plus GFM strikethrough (``~~deleted~~``), for rendering."""
-    return MarkdownIt("commonmark").enable("strikethrough")
+    md = MarkdownIt("commonmark").enable("strikethrough")
+    md.inline.ruler.at("html_inline", _html_inline)  # linear on runs of comments
+    return md
 
 
 def prose_text(fragment: str) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from grounding import cli
+from grounding_core.drafts import prose_text
 
 from .helpers import SCHEDULE, sha256, write_files
 
@@ -135,6 +136,15 @@ def test_comments_code_and_deleted_text_inside_html_are_not_claims(
     assert "uncited-claim" not in names(report), report["diagnostics"]
 
 
+@pytest.mark.parametrize("fragment, seen", [
+    ("活动时间是周<!-- 四16:30 --->三", "活动时间是周三"),  # a comment ends at its first "-->" (CommonMark 0.31)
+    ("周<!---->四<!--->16:30<!-->", "周四16:30"),
+    ("🎉<!-- a\r\nb --->𠮷 <!-- 未闭合", "🎉𠮷 <!-- 未闭合"),
+])
+def test_an_inline_comment_is_hidden_from_the_rendered_text(fragment: str, seen: str) -> None:
+    assert prose_text(fragment) == seen
+
+
 def test_strict_mode_flags_every_uncited_sentence_inside_html(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     draft = FRONT + f"活动时间是周四16:30[^1]。\n\n<div>Bring water. 带水🎉</div>\n\n[^1]: {TIME}\n"
@@ -178,6 +188,7 @@ def test_markup_in_the_sentence_is_no_false_mismatch(
     "活动时间是<s>周四16:30</s>周三",
     "活动时间是<DEL class=\"x\">周四16:30</DEL>周三",
     "活动时间是周<!-- 四16:30 -->三",
+    "活动时间是周<!-- 四16:30 --->三",
 ])
 def test_deleted_text_hides_no_mismatch(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], sentence: str) -> None:
