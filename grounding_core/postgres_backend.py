@@ -321,7 +321,13 @@ class PgConnection:
         self.raw = backend.connect()
 
     def _alive(self) -> psycopg.Connection[Any]:
-        if self.raw.closed or self.raw.broken:
+        raw = self.raw
+        if raw.closed or raw.broken or raw.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF:
+            # A batch (executemany runs in libpq's pipeline mode) cut off by a lost server
+            # leaves the connection in pipeline mode without marking it broken: every later
+            # query fails with "cannot exit pipeline mode while busy", so it is replaced.
+            if not raw.closed:
+                raw.close()
             self.raw = self._backend.connect()
         return self.raw
 

@@ -110,6 +110,7 @@ def test_a_sidecar_value_of_the_wrong_type_names_the_line_and_how_to_fix_it(make
     finding = only(ws.store.evidence_findings()["面板.png"], "invalid-front-matter")
     assert finding.message.startswith("the sidecar, line 2: version:")
     assert "version a positive integer" in finding.hint
+    ws.store.close()  # on a shared index the first store would stay its writer and the rescan append nothing
     ws = make_workspace({"evidence/面板.png.yaml": "- doc_id\r\n- 面板\r\n"})
     finding = only(ws.store.evidence_findings()["面板.png"], "invalid-front-matter")
     assert finding.message == "the sidecar must be a mapping of keys to values (line 1)"
