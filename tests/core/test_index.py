@@ -531,6 +531,7 @@ def test_unreadable_draft_is_one_malformed_citation_on_line_one(make_workspace: 
     assert report.status is Status.ABSTAIN
 
 
+@pytest.mark.sqlite_only  # PRAGMA temp_store: the SQLite readers' setting
 def test_readers_sort_large_results_in_temp_files_and_answer_the_same(make_workspace: MakeWorkspace) -> None:
     """A reader's corpus-wide sort (``conflicting_keys``) may spill to a temp file instead of
     holding the whole sort in memory; the writer keeps its sorts in memory; answers agree.
