@@ -32,7 +32,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from .evidence import EvidenceDocument
 from .images import ImageDocument, Measurement
@@ -97,10 +97,14 @@ class ParseSettings:
     """Names of measured image attributes (SPEC §15): the field names of image versions."""
 
 
-@dataclass(frozen=True, slots=True)
-class KeyedLine:
+class KeyedLine(NamedTuple):
     """An active, non-meta field line under its conflict key (SPEC §7.4). ``line`` is 1-based;
     ``path`` is relative to the evidence root.
+
+    A named tuple rather than a frozen dataclass: a conflict check makes one per related
+    source (about 16,000 on Debian's 100-citation draft) and a frozen dataclass's ``__init__``
+    cost ten times as much (BENCHMARKS.md, "Debian first check"). Immutable and hashable;
+    ``_replace`` makes a changed copy.
     """
 
     doc_id: str

@@ -186,12 +186,12 @@ class MeasurementCache:
 
 @dataclass(frozen=True, slots=True)
 class _Summary:
-    """A key's values without the cited-first ordering: (normalized, spelled, count, first
-    sources in identity order) per value, in order of first source.
+    """A key's values without the cited-first ordering (first sources in identity order), in
+    order of first source.
     """
 
     total: int
-    values: tuple[tuple[str, str, int, tuple[KeyedLine, ...]], ...]
+    values: tuple[ValueGroup, ...]
     plain: list[KeySummary] = field(default_factory=list, compare=False)
     """The :class:`KeySummary` without cited lines, made on first use (one object per key)."""
     listed: list[dict[str, set[int]]] = field(default_factory=list, compare=False)
@@ -206,7 +206,7 @@ class _Summary:
         if not self.listed:  # where each document is listed, found once (a key may have thousands of values)
             where: dict[str, set[int]] = {}
             for i, group in enumerate(self.values):
-                for kl in group[3]:
+                for kl in group.sources:
                     where.setdefault(kl.doc_id, set()).add(i)
             self.listed.append(where)
         groups = sorted(set().union(*(self.listed[0].get(doc_id, ()) for doc_id in versions)))
@@ -214,9 +214,9 @@ class _Summary:
             return self
         values = list(self.values)
         for i in groups:
-            norm, spelled, count, sources = values[i]
-            values[i] = (norm, spelled, count, tuple(
-                replace(kl, version=versions[kl.doc_id]) if kl.doc_id in versions else kl for kl in sources))
+            group = values[i]
+            values[i] = replace(group, sources=tuple(
+                kl._replace(version=versions[kl.doc_id]) if kl.doc_id in versions else kl for kl in group.sources))
         renamed = _Summary(self.total, tuple(values))
         renamed.listed.append(self.listed[0])  # the same documents in the same groups
         return renamed
@@ -519,34 +519,53 @@ class SqlSnapshot(IndexSnapshot):
         """Every active line of the key, in (doc_id, version, line) order, grouped here: each
         value's count, its first spelling and its first ``per_value`` sources.
 
-        One index range of the key joined to ``versions`` and sorted by SQLite; rows past a
-        value's first sources become a count only (no object). A window function per value
+        One index range of the key joined to ``versions`` and sorted by SQLite, reading only
+        what grouping needs per row (value, content id, line); rows past a value's first
+        sources become a count only. The documents of the sources kept (doc_id, version,
+        path) are read after, once per content id. A window function per value
         (``ROW_NUMBER`` / ``COUNT`` over ``PARTITION BY norm``) sorted the key twice and cost
-        three times as much on Debian's 15,000-line keys (BENCHMARKS.md).
+        three times as much on Debian's 15,000-line keys; reading doc_id and path on every
+        row cost a fifth more (BENCHMARKS.md).
         """
         active, params = self._active(today)
-        rows = self._conn().execute(
-            "SELECT f.norm, COALESCE(f.value, f.norm), v.doc_id, v.version, f.line, v.path"
+        conn = self._conn()
+        rows = conn.execute(
+            "SELECT f.norm, f.value, f.content_id, f.line"
             " FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
             f" WHERE {self.KEY_WHERE} AND {active} ORDER BY v.doc_id, v.version, f.line",
             (*stored, *params))
-        subject, name = key
         keep = max(per_value, 1)  # one source per value at least: its spelling
         counts: dict[str, int] = {}
-        sources: dict[str, list[KeyedLine]] = {}
-        total = 0
-        for norm, value, doc_id, version, line, path in rows:
-            total += 1
-            seen = counts.get(norm)
+        firsts: dict[str, list[tuple[str, str | None, int, int]]] = {}
+        count_of = counts.get
+        for row in rows:
+            norm = row[0]
+            seen = count_of(norm)
             if seen is None:
                 counts[norm] = 1
-                sources[norm] = [KeyedLine(doc_id, version, line, subject, name, value, path)]
+                firsts[norm] = [row]
             else:
                 counts[norm] = seen + 1
                 if seen < keep:
-                    sources[norm].append(KeyedLine(doc_id, version, line, subject, name, value, path))
-        return _Summary(total, tuple((norm, group[0].value, counts[norm], tuple(group[:per_value]))
-                                     for norm, group in sources.items()))
+                    firsts[norm].append(row)
+        cids = sorted({row[2] for group in firsts.values() for row in group[:per_value]})
+        documents: dict[int, tuple[str, int, str]] = {}
+        for start in range(0, len(cids), CHANGED_CHUNK):
+            chunk = cids[start:start + CHANGED_CHUNK]
+            for cid, doc_id, version, path in conn.execute(
+                    "SELECT content_id, doc_id, version, path FROM versions"
+                    f" WHERE content_id IN ({', '.join('?' for _ in chunk)})", chunk):
+                documents[cid] = (doc_id, version, path)
+        subject, name = key
+        values = []
+        for norm, group in firsts.items():
+            sources = []
+            for _norm, value, cid, line in group[:per_value]:
+                doc_id, version, path = documents[cid]
+                sources.append(KeyedLine(doc_id, version, line, subject, name, norm if value is None else value, path))
+            spelled = group[0][1]
+            values.append(ValueGroup(norm, norm if spelled is None else spelled, counts[norm], tuple(sources)))
+        return _Summary(sum(counts.values()), tuple(values))
 
     def key_summary(self, key: ConflictKey, today: dt.date, cited: Iterable[LineIdentity] = (),
                     per_value: int = 5) -> KeySummary:
@@ -557,8 +576,7 @@ class SqlSnapshot(IndexSnapshot):
             if kl is not None:
                 first.setdefault(normalize(kl.value), []).append(kl)
         if not summary.plain:  # the summary without cited lines, built once per key
-            summary.plain.append(KeySummary(key, summary.total, tuple(
-                ValueGroup(norm, spelled, count, sources) for norm, spelled, count, sources in summary.values)))
+            summary.plain.append(KeySummary(key, summary.total, summary.values))
         plain = summary.plain[0]
         if not first:
             return plain
@@ -568,7 +586,7 @@ class SqlSnapshot(IndexSnapshot):
             if mine:
                 ids = {kl.identity for kl in mine}
                 ordered = (mine + [kl for kl in group.sources if kl.identity not in ids])[:per_value]
-                values[i] = ValueGroup(group.normalized, group.spelled, group.count, tuple(ordered))
+                values[i] = replace(group, sources=tuple(ordered))
         return KeySummary(key, summary.total, tuple(values))
 
     def _cited_line(self, key: ConflictKey, identity: LineIdentity, today: dt.date) -> KeyedLine | None:

@@ -845,12 +845,19 @@ def _gate(draft: ParsedDraft, results: list[_ClaimResult], keys: _Keys, state: I
         key = (conflict.subject, conflict.field)
 
         def present(conflict: Conflict = conflict) -> tuple[str, tuple[Location, ...]]:
-            related = tuple(
-                Location(config.evidence_display(kl.path), 1, f"{source_id(kl)} {kl.field}：{kl.value}")
-                if is_image_path(kl.path) else
-                Location(config.evidence_display(kl.path), kl.line, f"{kl.field}：{kl.value}")
-                for kl in conflict.related_lines())
-            return conflict.describe() + "; Grounding does not pick a side", related
+            # one (display path, is image) per evidence file: a key's thousands of sources
+            # come from a few hundred files
+            shown: dict[str, tuple[str, bool]] = {}
+            related = []
+            for kl in conflict.related_lines():
+                where = shown.get(kl.path)
+                if where is None:
+                    where = shown[kl.path] = (config.evidence_display(kl.path), is_image_path(kl.path))
+                if where[1]:
+                    related.append(Location(where[0], 1, f"{source_id(kl)} {kl.field}：{kl.value}"))
+                else:
+                    related.append(Location(where[0], kl.line, f"{kl.field}：{kl.value}"))
+            return conflict.describe() + "; Grounding does not pick a side", tuple(related)
 
         # a key shared by thousands of lines and values: built once per snapshot and cited set
         cited_here = tuple(cited.get(key, ()))
