@@ -965,7 +965,7 @@ def cells(r: dict[str, Any], corpus: corpora.Corpus) -> dict[str, str]:
     def first_floor() -> str:
         floor_s, first_s = get("floor_read_s", "warm_first_check_s")
         text = (f"{fmt_s(floor_s)}{cpu('floor_read_cpu_s')}: {get('floor_rows')[0]:,} rows of"
-                f" {get('floor_keys')[0]} keys; first check {first_s / floor_s:.1f}x")
+                f" {get('floor_keys')[0]} keys" + (f"; first check {first_s / floor_s:.1f}x" if floor_s > 0 else ""))
         if r.get("warm_first_check_cpu_s") and r.get("floor_read_cpu_s"):
             text += f" [cpu {r['warm_first_check_cpu_s'] / r['floor_read_cpu_s']:.1f}x]"
         if r.get("first_check_rows") is not None and r["first_check_rows"] != get("floor_rows")[0]:
