@@ -14,9 +14,11 @@ For each corpus the run measures, each phase in a fresh worker process (``--work
   (``answers/bench.md``), times ``grounding_core.verify.check_draft`` on it, and ``rg -F -x``
   over the same corpus for the same 100 quotes;
 - ``warm`` worker: a new process opens the existing database and rescans with nothing
-  changed, then checks the draft once (the first check after start); one evidence file (cited
-  by the draft) is changed and, once the file has settled, re-indexed (``scan(paths=...)``, as
-  the watcher drives it) and the draft re-checked, five times; then the uncited-claim scan
+  changed, then checks the draft once (the first check after start), and reads the rows that
+  check's conflict gate had to read the plainest way, on a fresh connection (its floor); one
+  evidence file (cited by the draft) is changed and, once the file has settled, re-indexed
+  (``scan(paths=...)``, as the watcher drives it) and the draft re-checked, five times; then
+  the uncited-claim scan
   (GR110) on a one-megabyte value and a one-megabyte sentence;
 - ``grounding check`` as users run it: the whole process (``python -m grounding.cli check``,
   warm index) against ``rg -F -x -f quotes`` over the evidence, and its peak RSS;
