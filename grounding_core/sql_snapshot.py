@@ -522,7 +522,8 @@ class SqlSnapshot(IndexSnapshot):
         One index range of the key joined to ``versions`` and sorted by SQLite, reading only
         what grouping needs per row (value, content id, line); rows past a value's first
         sources become a count only. The documents of the sources kept (doc_id, version,
-        path) are read after, once per content id. A window function per value
+        path) are read after, once per content id (a versions row never changes them, so a
+        second statement reads the same). A window function per value
         (``ROW_NUMBER`` / ``COUNT`` over ``PARTITION BY norm``) sorted the key twice and cost
         three times as much on Debian's 15,000-line keys; reading doc_id and path on every
         row cost a fifth more (BENCHMARKS.md).
