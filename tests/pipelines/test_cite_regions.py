@@ -10,28 +10,16 @@ exist.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 from pathlib import Path
 
 import pytest
-from PIL import Image, ImageDraw
 
 from grounding import cli
 from grounding_core.model import IMAGE_CLAIM_KEYS
 from tests.support.workspace import write_files
 
-
-def panel() -> bytes:
-    """A red circle (r1) and a blue square (r2) on white."""
-    image = Image.new("RGB", (400, 300), (255, 255, 255))
-    pen = ImageDraw.Draw(image)
-    pen.ellipse([20, 20, 55, 55], fill=(230, 30, 30))
-    pen.rectangle([300, 24, 369, 93], fill=(30, 60, 220))
-    out = io.BytesIO()
-    image.save(out, format="PNG")
-    return out.getvalue()
-
+from .test_image_api import panel  # a red circle (r1) and a blue square (r2) on white
 
 PNG = panel()
 HEX = hashlib.sha256(PNG).hexdigest()
@@ -98,21 +86,25 @@ def test_a_region_id_with_grep_that_matches_no_attribute_is_no_match(
     assert code == 1 and "no-match" in err and "面板🎉@1#r1" in err
 
 
-@pytest.mark.parametrize("target, code, said", [
-    ("面板🎉@1#r3", 1, "GR102 unknown-source: 面板🎉@1 has 2 measured region(s) (r1 to r2); there is no r3"),
-    ("面板🎉#r9", 1, "there is no r9"),
-    ("面板🎉@1#r0", 2, "regions are numbered from r1"),
-    ("面板🎉@1#r02", 2, "has a leading zero; write 面板🎉@1#r2"),
-    ("面板🎉@1#r２", 2, "full-width digits; write 面板🎉@1#r2"),
-    ("面板🎉@1#2", 2, "a region is written #r and its number"),
-    ("面板🎉@1＃r2", 2, "the full-width '＃'"),
-    ("面板🎉@1#r1:3", 2, "a region is cited without a line"),
-    ("面板🎉@2#r1", 1, "GR102 unknown-source: '面板🎉' has no indexed version 2; the newest is 1"),
-    ("schedule@1#r1", 1, "schedule@1 is a text document, not an image"),
-    ("未知@1#r1", 1, "no evidence document has doc_id '未知'"),
-])
+REFUSED = {  # target -> (exit status, what stderr says)
+    "面板🎉@1#r3": (1, "GR102 unknown-source: 面板🎉@1 has 2 measured region(s) (r1 to r2); there is no r3"),
+    "面板🎉#r9": (1, "there is no r9"),
+    "面板🎉@2#r1": (1, "GR102 unknown-source: '面板🎉' has no indexed version 2; the newest is 1"),
+    "schedule@1#r1": (1, "schedule@1 is a text document, not an image"),
+    "未知@1#r1": (1, "no evidence document has doc_id '未知'"),
+    "面板🎉@1#r0": (2, "regions are numbered from r1"),
+    "面板🎉@1#r02": (2, "has a leading zero; write 面板🎉@1#r2"),
+    "面板🎉@1#r２": (2, "full-width digits; write 面板🎉@1#r2"),
+    "面板🎉@1#2": (2, "a region is written #r and its number"),
+    "面板🎉@1＃r2": (2, "the full-width '＃'"),
+    "面板🎉@1#r1:3": (2, "a region is cited without a line"),
+}
+
+
+@pytest.mark.parametrize("target", sorted(REFUSED))
 def test_a_bad_region_id_is_refused_with_what_to_write(
-        capsys: pytest.CaptureFixture[str], root: Path, target: str, code: int, said: str) -> None:
+        capsys: pytest.CaptureFixture[str], root: Path, target: str) -> None:
+    code, said = REFUSED[target]
     got, out, err = cite(capsys, root, target)
     assert (got, out) == (code, "")
     assert said in err, err

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -479,51 +480,53 @@ def _set_definition(store: Store, version: int) -> None:
         conn.execute("UPDATE meta SET value = ? WHERE key = 'fingerprint'", (json.dumps(stamped, ensure_ascii=False),))
 
 
+@pytest.fixture
+def indexed(pg_url: str, tmp_path: Path) -> Iterator[tuple[Path, Store]]:
+    """A workspace and the store that indexed it and holds the writer lock (closed after)."""
+    root = workspace(tmp_path / "ws")
+    writer = Store(pg_url, settings_of(root))
+    try:
+        writer.scan(load_config(root))
+        yield root, writer
+    finally:
+        writer.close()
+
+
 @pytest.mark.parametrize("offset, said", [
     (-1, "was built by an older Grounding (derived version {old}; this one derives version {new})"),
     (+1, "was built by a newer Grounding (derived version {old}; this one derives version {new})"),
 ])
 def test_a_reader_of_an_index_derived_by_another_grounding_says_so_and_what_to_do(
-        pg_url: str, tmp_path: Path, offset: int, said: str) -> None:
+        pg_url: str, indexed: tuple[Path, Store], offset: int, said: str) -> None:
     from grounding_core.backend import DERIVED_VERSION
 
-    root = workspace(tmp_path / "ws")
-    writer = Store(pg_url, settings_of(root))
+    root, writer = indexed
+    said = said.format(old=DERIVED_VERSION + offset, new=DERIVED_VERSION)
+    _set_definition(writer, DERIVED_VERSION + offset)  # the writer is that other Grounding
+    with pytest.raises(IndexError_) as refused:
+        Store(pg_url, settings_of(root))
+    message = str(refused.value)
+    assert said in message and "writes it" in message and "field_separators" not in message
+    if offset < 0:
+        assert "run `grounding index` (or start a writer) with this Grounding once to upgrade it" in message
+    else:
+        assert "upgrade this Grounding" in message
+    proc = cli("check", "--root", root, env={"GROUNDING_INDEX": pg_url})  # the CLI says the same
+    assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr
+    if offset > 0:
+        return
+    writer.close()  # the old writer stopped: a store of this Grounding upgrades the index once
+    upgraded = Store(pg_url, settings_of(root))
     try:
-        writer.scan(load_config(root))
-        _set_definition(writer, DERIVED_VERSION + offset)  # the writer is that other Grounding
-        with pytest.raises(IndexError_) as refused:
-            Store(pg_url, settings_of(root))
-        message = str(refused.value)
-        assert said.format(old=DERIVED_VERSION + offset, new=DERIVED_VERSION) in message
-        assert "writes it" in message and "field_separators" not in message
-        if offset < 0:
-            assert "run `grounding index` (or start a writer) with this Grounding once to upgrade it" in message
-        else:
-            assert "upgrade this Grounding" in message
-        proc = cli("check", "--root", root, env={"GROUNDING_INDEX": pg_url})  # the CLI says the same
-        assert proc.returncode == 2 and said.format(old=DERIVED_VERSION + offset, new=DERIVED_VERSION) in proc.stderr
-        assert "Traceback" not in proc.stderr
+        row = upgraded.backend.reader().execute("SELECT value FROM meta WHERE key = 'fingerprint'").fetchone()
+        assert json.loads(row[0])["definition"] == DERIVED_VERSION
+        assert upgraded.snapshot().newest("schedule") is not None
     finally:
-        writer.close()
-    if offset < 0:  # the old writer stopped: a store of this Grounding upgrades the index once
-        upgraded = Store(pg_url, settings_of(root))
-        try:
-            row = upgraded.backend.reader().execute("SELECT value FROM meta WHERE key = 'fingerprint'").fetchone()
-            assert json.loads(row[0])["definition"] == DERIVED_VERSION
-            assert upgraded.snapshot().newest("schedule") is not None
-        finally:
-            upgraded.close()
+        upgraded.close()
 
 
-def test_a_reader_with_other_parse_settings_is_still_told_to_use_the_writers(pg_url: str, tmp_path: Path) -> None:
-    root = workspace(tmp_path / "ws")
-    writer = Store(pg_url, settings_of(root))
-    try:
-        writer.scan(load_config(root))
-        other = ParseSettings(("：", "=", "🎉"), (), ("主题",))
-        with pytest.raises(IndexError_, match="derived with other settings") as refused:
-            Store(pg_url, other)
-        assert "field_separators" in str(refused.value) and "older Grounding" not in str(refused.value)
-    finally:
-        writer.close()
+def test_a_reader_with_other_parse_settings_is_still_told_to_use_the_writers(
+        pg_url: str, indexed: tuple[Path, Store]) -> None:
+    with pytest.raises(IndexError_, match="derived with other settings") as refused:
+        Store(pg_url, ParseSettings(("：", "=", "🎉"), (), ("主题",)))
+    assert "field_separators" in str(refused.value) and "older Grounding" not in str(refused.value)
