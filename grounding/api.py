@@ -324,7 +324,8 @@ class Verifier:
         """Verified citations of active evidence lines (``grounding cite``, SPEC §9).
 
         ``target`` is ``PATH:LINE`` (an evidence file, relative to ``cwd``, the workspace root
-        or the evidence folder), ``DOC_ID[@VERSION][:LINE]``, or ``DOC_ID`` with ``grep``; with
+        or the evidence folder), ``DOC_ID[@VERSION][:LINE]``, an image region
+        ``DOC_ID[@VERSION]#rN`` (its measured attributes), or ``DOC_ID`` with ``grep``; with
         no target, ``grep`` searches every active document. Raises
         :class:`grounding_core.cite.CiteError` (with ``name`` and ``hint``) when nothing can be
         cited, and ValueError for a target that is none of these forms.
@@ -345,6 +346,8 @@ class Verifier:
             if grep is not None and not core_cite.matches(citation.quote, grep):
                 raise core_cite.CiteError("no-match", f"{shown}:{line} does not contain '{grep}'")
             return core_cite.CiteResult((citation,))
+        if core_cite.is_region_target(view.snapshot, target):  # DOC_ID@VERSION#rN (SPEC §12)
+            return core_cite.cite_region(view.snapshot, target, day, grep)
         parsed = core_cite.parse_target(target)
         if parsed is None:
             raise ValueError(f"{target!r} is neither an evidence file with a line (PATH:LINE) nor"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,14 +52,7 @@ class AnswerDraft:
 
     def json_text(self) -> str:
         """The JSON answer (SPEC §5.2): the wire plus question, fields, subject and context."""
-        obj: dict[str, Any] = json.loads(self.wire.text)
-        obj["question"] = self.question
-        obj["fields"] = list(self.fields)
-        if self.subject is not None:
-            obj["subject"] = self.subject
-        obj["context"] = self.context_value()
-        obj.update(self.facts)
-        return json.dumps(obj, ensure_ascii=False, indent=1) + "\n"
+        return answer_json(self.wire, self.question, self.fields, self.subject, self.context_value(), self.facts)
 
     def markdown(self) -> str:
         """A Markdown draft with one cited line per claim and verified footnotes (SPEC §5.1)."""
@@ -93,6 +87,22 @@ class AnswerDraft:
             out.append("")
         out.extend(notes)
         return "\n".join(out).rstrip("\n") + "\n"
+
+
+def answer_json(wire: AnswerWire, question: str, fields: Sequence[str], subject: str | None,
+                context: dict[str, Any], facts: Mapping[str, Any]) -> str:
+    """A JSON answer file's text (SPEC §5.2, §13): the wire's object, then ``question``,
+    ``fields``, ``subject`` (when not None), ``context`` and the §13 ``facts``, in that order;
+    indented by 1, non-ASCII kept, one final newline.
+    """
+    obj: dict[str, Any] = json.loads(wire.text)
+    obj["question"] = question
+    obj["fields"] = list(fields)
+    if subject is not None:
+        obj["subject"] = subject
+    obj["context"] = context
+    obj.update(facts)
+    return json.dumps(obj, ensure_ascii=False, indent=1) + "\n"
 
 
 def _comment(text: str) -> str:

@@ -20,7 +20,8 @@ import re
 from dataclasses import dataclass
 
 from .evidence import EvidenceDocument, split_marker
-from .images import ImageDocument, attribute_of_line
+from .image_claims import is_region_id, parse_region_id
+from .images import ATTRIBUTES_PER_REGION, ImageDocument, attribute_line_number, attribute_of_line
 from .index import IndexSnapshot, VersionRecord
 from .model import CLAIM_KEYS, IMAGE_CLAIM_KEYS
 from .text import normalize, shorten
@@ -262,6 +263,84 @@ def _nearest_hint(doc: EvidenceDocument, line: int) -> str:
     return f"the nearest line with text is {near}: '{shorten(doc.lines[near - 1])}'"
 
 
+# -- one image region (SPEC §12) -------------------------------------------------------------
+
+
+def is_region_target(snapshot: IndexSnapshot, text: str) -> bool:
+    """Whether ``text`` means an image region: ``DOC_ID@VERSION#rN`` (any ``#``/``＃`` after the
+    last ``@``, :func:`~grounding_core.image_claims.is_region_id`), or ``DOC_ID#rN`` when the
+    part before the first ``#``/``＃`` is an indexed doc_id and the whole text is not one (a
+    doc_id may hold ``#``).
+    """
+    text = text.strip()
+    if is_region_id(text):
+        return True
+    cut = _region_mark(text)
+    return (cut > 0 and "@" not in text and not snapshot.versions(text)
+            and bool(snapshot.versions(text[:cut])))
+
+
+def _region_mark(text: str) -> int:
+    """The offset of the first ``#`` or ``＃`` in ``text``, or -1."""
+    found = [i for i in (text.find("#"), text.find("＃")) if i >= 0]
+    return min(found) if found else -1
+
+
+def cite_region(snapshot: IndexSnapshot, target: str, today: dt.date, grep: str | None = None) -> CiteResult:
+    """Verified citations of the measured attributes of one image region (SPEC §12).
+
+    ``target`` is ``DOC_ID@VERSION#rN`` (the version must be the active one) or ``DOC_ID#rN``
+    (the active version). The citations are the region's five attributes in
+    :data:`~grounding_core.images.FIELDS` order (those whose ``FIELD：VALUE`` contains ``grep``
+    when given), each with id ``DOC_ID@VERSION#rN`` and the quote ``FIELD：VALUE``; their
+    :meth:`Citation.claim` is the nine-key image claim. An attribute whose field is a meta
+    field is listed in ``skipped``.
+
+    Raises ValueError for text that is not a region id (a region number of ``0``, with a
+    leading zero or full-width digits, a full-width ``＃``, ``#2`` without ``r``, ``#r1:3``: the
+    message says what to write, :func:`~grounding_core.image_claims.parse_region_id`), and
+    :class:`CiteError`: ``unknown-source`` for a text document or a region the image does not
+    have (naming the regions it has), ``no-match`` when ``grep`` matches no attribute, and
+    those of :func:`active_record`.
+    """
+    text = target.strip()
+    if not is_region_id(text):  # DOC_ID#rN: the active version
+        cut = _region_mark(text)
+        newest = snapshot.newest(text[:cut]) if cut > 0 else None
+        if newest is not None:
+            text = f"{text[:cut]}@{newest.version}{text[cut:]}"
+    ref, problem = parse_region_id(text)
+    if ref is None:
+        raise ValueError(problem)
+    record = active_record(snapshot, ref.doc_id, today, ref.version)
+    where = f"{ref.doc_id}@{ref.version}"
+    doc = snapshot.document(record)
+    if not isinstance(doc, ImageDocument):
+        raise CiteError("unknown-source", f"{where} is a text document, not an image: it has lines, not regions",
+                        f"cite a line as {where}:LINE")
+    measurement = doc.measurement
+    count = len(measurement.regions) if measurement is not None else 0
+    if measurement is None or measurement.region(ref.name) is None:
+        have = f"r1 to r{count}" if count > 1 else ("only r1" if count == 1 else "none")
+        raise CiteError("unknown-source", f"{where} has {count} measured region(s) ({have}); there is no {ref.name}",
+                        f"list its regions' attributes with `grounding cite {ref.doc_id}`" if count else
+                        "an image without measured regions has nothing to cite")
+    citations: list[Citation] = []
+    skipped: list[Skipped] = []
+    for index in range(ATTRIBUTES_PER_REGION):
+        number = attribute_line_number(ref.region, index)
+        if grep is not None and not matches(doc.lines[number - 1], grep):
+            continue
+        try:
+            citations.append(_citation(snapshot, record, doc, number))
+        except CiteError as exc:
+            skipped.append(Skipped(ref.doc_id, number, exc.name, exc.message))
+    if grep is not None and not citations:
+        raise CiteError("no-match", f"no measured attribute of {ref.id} contains '{shorten(grep)}'",
+                        f"a region has {ATTRIBUTES_PER_REGION} attributes; list them with `grounding cite {ref.id}`")
+    return CiteResult(tuple(citations), tuple(skipped))
+
+
 # -- many lines ------------------------------------------------------------------------------
 
 
@@ -352,5 +431,6 @@ def search_citations(snapshot: IndexSnapshot, query: str, today: dt.date, limit:
 
 __all__ = [
     "HASH_PREFIX", "Citation", "CiteError", "CiteResult", "Skipped", "Target", "active_record",
-    "cite_document", "cite_line", "cite_path", "matches", "parse_target", "search_citations",
+    "cite_document", "cite_line", "cite_path", "cite_region", "is_region_target", "matches", "parse_target",
+    "search_citations",
 ]

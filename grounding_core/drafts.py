@@ -175,7 +175,8 @@ def _html_inline(state: StateInline, silent: bool) -> bool:
     a run of them was quadratic (``<!----><!--*<div>`` x 4,000: 5 s; found by
     tests/robustness/test_hardening_properties.py). The closers' offsets are found once per
     source string (cached in ``env``, as :func:`_footnote_ref` does), so each comment costs a
-    bisection. Every other tag goes to markdown-it's own rule.
+    bisection. Every other tag goes to markdown-it's own rule. A comment token's ``meta``
+    holds its ``comment`` extent ``(start, end)``: code-point offsets in the source string.
     """
     src, pos = state.src, state.pos
     if not src.startswith("<!--", pos) or not state.md.options.get("html"):
@@ -199,6 +200,7 @@ def _html_inline(state: StateInline, silent: bool) -> bool:
     if not silent:
         token = state.push("html_inline", "", 0)
         token.content = src[pos:end]
+        token.meta = {"comment": (pos, end)}  # offsets in the paragraph's content (_sentences)
     state.pos = end
     return True
 
@@ -670,20 +672,67 @@ def _sentences(inline: Token, lines: list[str], defined: set[str]) -> Iterator[S
     as text with an undefined label), in order; for content markdown-it did not parse inline
     (``raw_refs``, see :func:`_bounded_inline`) every candidate outside code spans that is not
     backslash-escaped.
+
+    Inline HTML comments are notes, never prose (issue 13 item 5): their extent as parsed
+    (:func:`_html_inline`; a comment ends at its first ``-->``) is blanked before sentences and
+    references are read, so a ``。`` or ``!`` inside a comment ends no sentence and a
+    ``[^x]`` inside one is no reference. A sentence's text is still its raw source (the
+    comment included), which :func:`prose_text` renders without it.
     """
     assert inline.map is not None
     raw_mode = bool((inline.meta or {}).get("raw_refs"))
     expected = None if raw_mode else deque(_expected_refs(inline, defined))
     start, end = inline.map
     content_lines = inline.content.split("\n")
+    comments = _comment_columns(inline, content_lines)
     for offset, line_no in enumerate(range(start, end)):
         raw = lines[line_no] if line_no < len(lines) else ""
         content = content_lines[offset].strip() if offset < len(content_lines) else raw.strip()
         col = raw.find(content) if content else len(raw)
         if col < 0:
             col = len(raw) - len(raw.lstrip())
-        refs = _line_refs(raw, col, expected, defined)
-        yield from _split_line(raw, line_no, col, refs)
+        hidden = comments.get(offset)
+        if not hidden:
+            yield from _split_line(raw, line_no, col, _line_refs(raw, col, expected, defined))
+            continue
+        line = content_lines[offset]
+        shift = col - (len(line) - len(line.lstrip()))  # content column -> raw column
+        masked, at = [], 0
+        for a, b in hidden:
+            a, b = max(at, min(len(raw), a + shift)), max(at, min(len(raw), b + shift))
+            masked += [raw[at:a], " " * (b - a)]
+            at = b
+        masked.append(raw[at:])
+        text = "".join(masked)
+        for sentence in _split_line(text, line_no, col, _line_refs(text, col, expected, defined)):
+            yield Sentence(raw[sentence.span.start_col:sentence.span.end_col], sentence.span, sentence.refs)
+
+
+def _comment_columns(inline: Token, content_lines: list[str]) -> dict[int, list[tuple[int, int]]]:
+    """The inline comments of a paragraph by content line: ``{line offset: [(start, end)]}``.
+
+    Columns are code points in ``content_lines`` (the paragraph's content split at ``\\n``),
+    end exclusive, in order; a comment over several lines has a piece on each. Comments
+    inside an image's description are not listed (they are parsed from another string).
+    Linear in the paragraph.
+    """
+    out: dict[int, list[tuple[int, int]]] = {}
+    starts: list[int] = []
+    for child in inline.children or []:
+        extent = (child.meta or {}).get("comment") if child.type == "html_inline" else None
+        if extent is None:
+            continue
+        if not starts:
+            starts = [0]
+            for line in content_lines[:-1]:
+                starts.append(starts[-1] + len(line) + 1)
+        a, b = extent
+        k = bisect_right(starts, a) - 1
+        while k < len(starts) and starts[k] < b:
+            out.setdefault(k, []).append((max(a, starts[k]) - starts[k],
+                                          min(b, starts[k] + len(content_lines[k])) - starts[k]))
+            k += 1
+    return out
 
 
 def _line_refs(raw: str, col: int, expected: deque[str] | None,

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from .evidence import DOC_ID_FORBIDDEN
 from .images import Measurement, Region, attribute_line_number, is_image_path, measured_fields
+from .memory import checked_claim_id
 from .model import IMAGE_CLAIM_KEYS, Edit, Finding, Location, RegionRef, Span
 from .text import shorten
 
@@ -186,16 +187,11 @@ def parse_json_image_claim(claim: dict[str, Any], ptr: str, span_of: Callable[..
     value_spans = tuple((key, span_of(f"{ptr}/{key}")) for key in IMAGE_CLAIM_KEYS if key in claim)
     ref = None
     if ok:
-        ref, problem = parse_region_id(claim["id"])
-        if ref is None:
-            malformed(span_of(f"{ptr}/id"), problem)
-            ok = False
-        elif (ref.doc_id, ref.version, ref.name) != (claim["doc_id"], claim["version"], claim["region"]):
-            malformed(span_of(f"{ptr}/id"),
-                      f"id {claim['id']!r} disagrees with doc_id/version/region"
-                      f" ({claim['doc_id']}@{claim['version']}#{claim['region']})")
-            ok = False
-    if not ok:
+        ref = checked_claim_id(claim, parse_region_id, lambda r: (r.doc_id, r.version, r.name),
+                               ("doc_id", "version", "region"),
+                               f"{claim['doc_id']}@{claim['version']}#{claim['region']}", span_of(f"{ptr}/id"),
+                               malformed)
+    if ref is None:
         return JsonImageClaim(None, None, None, None, None, value_spans)
     return JsonImageClaim(ref, claim["text"], claim["quote"], claim["field"], claim["sha256"], value_spans)
 

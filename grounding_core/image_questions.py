@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .answer import answer_json
 from .budget import AnswerWire, build_answer
 from .config import Config
 from .conflicts import check_keys, source_id
@@ -107,14 +108,7 @@ class MeasuredAnswer:
         """The JSON answer (SPEC §5.2, §15 image claims) plus question, fields, subject, context
         and the §13 facts.
         """
-        obj: dict[str, Any] = json.loads(self.wire.text)
-        obj["question"] = self.question
-        obj["fields"] = list(self.fields)
-        if self.subject is not None:
-            obj["subject"] = self.subject
-        obj["context"] = self.context_value()
-        obj.update(self.facts)
-        return json.dumps(obj, ensure_ascii=False, indent=1) + "\n"
+        return answer_json(self.wire, self.question, self.fields, self.subject, self.context_value(), self.facts)
 
     def markdown(self) -> str:
         """A Markdown draft: one sentence per claim (the attribute) with its verified footnote."""

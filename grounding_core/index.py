@@ -36,7 +36,7 @@ from typing import NamedTuple, TypeVar
 
 from .evidence import EvidenceDocument
 from .images import ImageDocument, Measurement
-from .memory import MemoryEntry, active_of
+from .memory import EmptyMemory, MemoryEntry, active_of
 from .text import normalize, normalize_value
 
 T = TypeVar("T")
@@ -478,8 +478,10 @@ class IndexSnapshot(ABC):
         return self.memory_versions(scope, key).get(version)
 
 
-class EmptySnapshot(IndexSnapshot):
-    """``replay(0)`` of any store: no documents (before a workspace is open)."""
+class EmptySnapshot(EmptyMemory, IndexSnapshot):
+    """``replay(0)`` of any store: no documents (before a workspace is open), no memory
+    (:class:`~grounding_core.memory.EmptyMemory`'s methods, first in the MRO).
+    """
 
     def __init__(self, settings: ParseSettings | None = None) -> None:
         self.seq = 0
@@ -526,15 +528,6 @@ class EmptySnapshot(IndexSnapshot):
         return []
 
     def vocabulary_in(self, text: str, today: dt.date) -> list[VocabularyTerm]:
-        return []
-
-    def memory_versions(self, scope: str, key: str) -> Mapping[int, MemoryEntry]:
-        return {}
-
-    def memory_scopes(self, prefix: str = "", limit: int | None = None) -> list[str]:
-        return []
-
-    def memory_keys(self, scope: str, prefix: str = "", limit: int | None = None) -> list[str]:
         return []
 
 

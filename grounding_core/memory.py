@@ -54,11 +54,14 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from .budget import ContextUnit
 from .model import MEMORY_CLAIM_KEYS, Claim, Edit, Finding, MemoryRef, Span
 from .text import describe_difference, shorten
+
+Ref = TypeVar("Ref")
+"""What a claim id parses into (:class:`~grounding_core.model.MemoryRef`, ``RegionRef``)."""
 
 MEMORY_PREFIX = "memory:"
 """Every memory id and memory context unit starts with this (a doc_id never holds ``:``)."""
@@ -631,6 +634,28 @@ def wire_claim(entry: MemoryEntry) -> dict[str, object]:
 # -- JSON memory claims (SPEC §11, §5.2) -----------------------------------------------------
 
 
+def checked_claim_id(claim: Mapping[str, Any], parse: Callable[[str], tuple[Ref | None, str]],
+                     parts: Callable[[Ref], tuple[object, ...]], keys: tuple[str, ...], shown: str,
+                     span: Span, malformed: Callable[..., None]) -> Ref | None:
+    """A JSON claim's ``id`` parsed, when it parses and agrees with the claim's own ``keys``
+    (SPEC §5.2: ``id`` repeats them); else None, the problem reported through
+    ``malformed(span, message)``.
+
+    ``parse`` reads the id (a reference, or None and the reason: :func:`parse_memory_id`,
+    :func:`grounding_core.image_claims.parse_region_id`); ``parts`` gives the reference's
+    values in ``keys`` order; ``shown`` is the id the keys spell (``memory:user/k@2``).
+    """
+    ref, problem = parse(claim["id"])
+    if ref is None:
+        malformed(span, problem)
+        return None
+    if parts(ref) != tuple(claim[key] for key in keys):
+        malformed(span, f"id {claim['id']!r} disagrees with {'/'.join(keys)} ({shown})")
+        return None
+    return ref
+
+
+
 def is_json_memory_claim(claim: Any) -> bool:
     """A JSON claim object is a memory claim when it has ``scope`` or its ``id`` is a memory id."""
     return isinstance(claim, dict) and (
@@ -672,15 +697,10 @@ def json_claim(claim: dict[str, Any], ptr: str, span_of: Callable[..., Span],
             ok = False
     ref: MemoryRef | None = None
     if ok:
-        ref, problem = parse_memory_id(claim["id"])
-        if ref is None:
-            malformed(span_of(f"{ptr}/id"), problem)
-            ok = False
-        elif (ref.scope, ref.key, ref.version) != (claim["scope"], claim["key"], claim["version"]):
-            malformed(span_of(f"{ptr}/id"),
-                      f"id {claim['id']!r} disagrees with scope/key/version"
-                      f" (memory:{claim['scope']}/{claim['key']}@{claim['version']})")
-            ok = False
+        spelled = f"memory:{claim['scope']}/{claim['key']}@{claim['version']}"
+        ref = checked_claim_id(claim, parse_memory_id, lambda r: (r.scope, r.key, r.version),
+                               ("scope", "key", "version"), spelled, span_of(f"{ptr}/id"), malformed)
+        ok = ref is not None
     text = claim["text"] if isinstance(claim.get("text"), str) else ""
     value_spans = tuple((key, span_of(f"{ptr}/{key}")) for key in MEMORY_CLAIM_KEYS if key in claim)
     return Claim(

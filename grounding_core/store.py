@@ -229,7 +229,8 @@ class Store:
 
         A reader of a shared index cannot rebuild: when the index was derived with other
         parse settings, it raises :class:`IndexError_` naming both (every process sharing an
-        index must use the writer's ``field_separators`` and ``subject_fields``).
+        index must use the writer's ``field_separators`` and ``subject_fields``), or saying
+        that another Grounding derived it (:func:`_derived_mismatch`).
         """
         with self._lock:
             current = self.backend.reader().execute("SELECT value FROM meta WHERE key = 'fingerprint'").fetchone()
@@ -239,10 +240,8 @@ class Store:
             if not self.backend.can_write():
                 if current is None and not force:
                     return  # a new shared index: its writer derives it
-                raise IndexError_(
-                    f"the index {self.location} was derived with other settings ({current[0] if current else '?'})"
-                    f" than this workspace's ({wanted}), and {self._holder()} writes it; use the writer's"
-                    " field_separators and subject_fields in grounding.toml")
+                raise IndexError_(_derived_mismatch(self.location, current[0] if current else None, wanted,
+                                                    self._holder()))
             with self.backend.write() as conn:
                 current = conn.execute("SELECT value FROM meta WHERE key = 'fingerprint'").fetchone()
                 if force or current is None or current[0] != wanted:
@@ -712,6 +711,31 @@ class ImportResult:
     appended: int
     already: int
     files: int
+
+
+def _derived_mismatch(location: str, current: str | None, wanted: str, holder: str) -> str:
+    """Why a reader cannot use a shared index whose derived tables have the fingerprint
+    ``current`` (:func:`~grounding_core.derived.fingerprint`, JSON) while it wants ``wanted``,
+    and what to do: another Grounding derived it (its ``definition`` or image ``measurement``
+    version differs: run a writer of the newer one) or other parse settings did (use the
+    writer's). ``holder`` names the process that writes the index.
+    """
+    try:
+        theirs, mine = json.loads(current or ""), json.loads(wanted)
+    except ValueError:
+        theirs, mine = {}, {}
+    for key, what in (("definition", "derived version"), ("measurement", "image measurement version")):
+        old, new = theirs.get(key) if isinstance(theirs, dict) else None, mine.get(key)
+        if isinstance(old, int) and isinstance(new, int) and old != new:
+            if old < new:
+                return (f"the shared index {location} was built by an older Grounding ({what} {old}; this one"
+                        f" derives version {new}), and {holder} writes it: once that writer stops, run"
+                        " `grounding index` (or start a writer) with this Grounding once to upgrade it")
+            return (f"the shared index {location} was built by a newer Grounding ({what} {old}; this one"
+                    f" derives version {new}), and {holder} writes it: upgrade this Grounding to read it")
+    return (f"the index {location} was derived with other settings ({current or '?'}) than this"
+            f" workspace's ({wanted}), and {holder} writes it; use the writer's field_separators,"
+            " subject_fields and image_language in grounding.toml")
 
 
 def _event_key(e: Event) -> tuple[object, ...]:

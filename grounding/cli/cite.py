@@ -5,6 +5,7 @@
     grounding cite evidence/x.md:14            # one line of an evidence file
     grounding cite schedule:14                 # DOC_ID[:LINE], the active version
     grounding cite schedule@2:14               # DOC_ID@VERSION:LINE (must be the active version)
+    grounding cite shapes@1#r2                 # the measured attributes of an image region (SPEC §12)
     grounding cite schedule --grep 活动时间     # the lines of one document that contain the text
     grounding cite --grep 到账                  # active lines of every document that contain it
     grounding cite schedule:14 --format json   # the citation and the eight-key JSON claim
@@ -36,7 +37,8 @@ def add_parser(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> N
     """Register ``cite`` on the ``grounding`` subparsers; ``common`` adds --root/--evidence/--today."""
     p = sub.add_parser("cite", help="print paste-ready verified citations of evidence lines")
     common(p)
-    p.add_argument("target", nargs="?", help="PATH:LINE, DOC_ID[@VERSION][:LINE] or DOC_ID (with --grep)")
+    p.add_argument("target", nargs="?", help="PATH:LINE, DOC_ID[@VERSION][:LINE], an image region"
+                   " DOC_ID[@VERSION]#rN, or DOC_ID (with --grep)")
     p.add_argument("--grep", metavar="TEXT", help="only lines containing TEXT (verbatim or after NFKC)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--label", type=int, default=1, metavar="N", help="number the footnotes from N (default 1)")

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,8 @@ from pygls.uris import from_fs_path
 
 from grounding_core.evidence_findings import ConflictCache, affected_paths, conflict_paths, file_findings
 from grounding_core.index import ConflictKey, IndexSnapshot, VersionRecord
-from grounding_core.model import Finding
+from grounding_core.model import Finding, Span
+from grounding_core.scan import MAX_EVIDENCE_BYTES, TooLarge, Unstable, read_inside
 from grounding_core.store import ScanResult
 from grounding_core.text import split_lines
 from server import heap
@@ -215,7 +215,8 @@ def _chunk(view: IndexView, cache: ConflictCache, client: Client, codec: Positio
         if record is not None and record.path == path and not scanned:
             lines: Sequence[str] = snapshot.document(record).lines
         else:
-            lines = _disk_lines(view.config.evidence_root, path)
+            read = _disk_lines(view.config.evidence_root, path)
+            lines, findings = (read, findings) if read is not None else ((), _unread(findings))
         items = lsp_diagnostics(findings, lines, codec, view.root_uri, lambda rel: file_lines(str(root / rel)),
                                 more=EVIDENCE_MORE)
         out.append((path, digest, client.prepare_diagnostics(view.evidence_uri(path), None, items)))
@@ -226,18 +227,30 @@ def _uri(root: Path | None, path: str) -> str:
     return (from_fs_path(str(root / path)) or "") if root is not None else path
 
 
-def _disk_lines(evidence_root: Path, path: str) -> tuple[str, ...]:
+def _unread(findings: Iterable[Finding]) -> tuple[Finding, ...]:
+    """Findings of a file over the 64 MiB limit, whose lines were not read: each at 1:1, saying
+    why (the scan's own ``unreadable-evidence`` finding already names the size and limit).
+    """
+    note = (f"the file is now over the {MAX_EVIDENCE_BYTES / (1 << 20):.1f} MB limit for evidence files, so it"
+            " was not read again; this finding is shown on line 1")
+    return tuple(f if f.name == "unreadable-evidence" else replace(f, span=Span.line(0, 0, 0),
+                                                                    message=f"{f.message} ({note})")
+                 for f in findings)
+
+
+def _disk_lines(evidence_root: Path, path: str) -> tuple[str, ...] | None:
     """The file's lines from disk, for the ranges of findings on files the index does not hold.
 
-    A refused symlink may point outside the evidence root: it is never read (SPEC §2); its
-    findings sit at 1:1, which needs no line text.
+    Read as the scanner reads (:func:`grounding_core.scan.read_inside`, one attempt): a refused
+    symlink may point outside the evidence root and a FIFO would block, so neither is read
+    (SPEC §2; their findings sit at 1:1, which needs no line text: ``()``); a file over
+    :data:`~grounding_core.scan.MAX_EVIDENCE_BYTES` (64 MiB) is never read either: None.
     """
-    full = evidence_root / path
-    if not Path(os.path.realpath(full)).is_relative_to(evidence_root):
-        return ()
     try:
-        data = full.read_bytes()
-    except OSError:
+        data, _ = read_inside(evidence_root, evidence_root / path, attempts=1)
+    except TooLarge:
+        return None
+    except (OSError, Unstable):
         return ()
     text = data.decode("utf-8", errors="replace")
     return tuple(split_lines(text[1:] if text.startswith("\ufeff") else text))

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -466,3 +467,66 @@ def test_search_folds_case_like_fts5_and_treats_every_query_as_text(pg_url: str,
         assert store.search("%%%") == [] and store.event_count() == count
     finally:
         store.close()
+
+
+# -- a derived-version upgrade (SPEC §2 index) ------------------------------------------------------
+
+
+def _set_definition(store: Store, version: int) -> None:
+    """Make the index look derived by another Grounding (``meta.fingerprint``'s definition)."""
+    with store.backend.write() as conn:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'fingerprint'").fetchone()
+        stamped = {**json.loads(row[0]), "definition": version}
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'fingerprint'", (json.dumps(stamped, ensure_ascii=False),))
+
+
+@pytest.fixture
+def indexed(pg_url: str, tmp_path: Path) -> Iterator[tuple[Path, Store]]:
+    """A workspace and the store that indexed it and holds the writer lock (closed after)."""
+    root = workspace(tmp_path / "ws")
+    writer = Store(pg_url, settings_of(root))
+    try:
+        writer.scan(load_config(root))
+        yield root, writer
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("offset, said", [
+    (-1, "was built by an older Grounding (derived version {old}; this one derives version {new})"),
+    (+1, "was built by a newer Grounding (derived version {old}; this one derives version {new})"),
+])
+def test_a_reader_of_an_index_derived_by_another_grounding_says_so_and_what_to_do(
+        pg_url: str, indexed: tuple[Path, Store], offset: int, said: str) -> None:
+    from grounding_core.backend import DERIVED_VERSION
+
+    root, writer = indexed
+    said = said.format(old=DERIVED_VERSION + offset, new=DERIVED_VERSION)
+    _set_definition(writer, DERIVED_VERSION + offset)  # the writer is that other Grounding
+    with pytest.raises(IndexError_) as refused:
+        Store(pg_url, settings_of(root))
+    message = str(refused.value)
+    assert said in message and "writes it" in message and "field_separators" not in message
+    if offset < 0:
+        assert "run `grounding index` (or start a writer) with this Grounding once to upgrade it" in message
+    else:
+        assert "upgrade this Grounding" in message
+    proc = cli("check", "--root", root, env={"GROUNDING_INDEX": pg_url})  # the CLI says the same
+    assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr
+    if offset > 0:
+        return
+    writer.close()  # the old writer stopped: a store of this Grounding upgrades the index once
+    upgraded = Store(pg_url, settings_of(root))
+    try:
+        row = upgraded.backend.reader().execute("SELECT value FROM meta WHERE key = 'fingerprint'").fetchone()
+        assert json.loads(row[0])["definition"] == DERIVED_VERSION
+        assert upgraded.snapshot().newest("schedule") is not None
+    finally:
+        upgraded.close()
+
+
+def test_a_reader_with_other_parse_settings_is_still_told_to_use_the_writers(
+        pg_url: str, indexed: tuple[Path, Store]) -> None:
+    with pytest.raises(IndexError_, match="derived with other settings") as refused:
+        Store(pg_url, ParseSettings(("：", "=", "🎉"), (), ("主题",)))
+    assert "field_separators" in str(refused.value) and "older Grounding" not in str(refused.value)

@@ -136,6 +136,34 @@ def test_comments_code_and_deleted_text_inside_html_are_not_claims(
     assert "uncited-claim" not in names(report), report["diagnostics"]
 
 
+@pytest.mark.parametrize("paragraph", [
+    "会员日是周四<!-- 内部备注：活动时间改为周三16:30 -->。",      # "<!" was a sentence end
+    "会员日是周四<!-- 内部备注：活动时间改为周三16:30。 -->。",
+    "会员日是周四 🎉<!-- 内部备注\r\n活动时间：周三16:30 -->𠮷。",  # a comment over two lines
+    "会员日是周四<!-- 活动时间！ --->，<!-- 地点？ -->。",
+    "1. 会员日是周四<!-- 活动时间。 -->\n2. 报名<!-->截止<!--\n地点待定 -->。",  # <!--> is whole
+])
+def test_inline_comments_in_a_paragraph_are_not_claims(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], paragraph: str) -> None:
+    draft = FRONT + f"活动时间是周四16:30[^1]。\n\n{paragraph}\n\n[^1]: {TIME}\n"
+    report = draft_report(capsys, tmp_path, draft)
+    assert "uncited-claim" not in names(report), report["diagnostics"]
+
+
+def test_an_inline_comment_keeps_its_sentence_and_hides_no_reference(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    draft = FRONT + ("活动时间<!-- 注：见[^2]！ -->是周四16:30[^1]。地点是<!-- 。 -->礼堂 B[^2]。\r\n"
+                     "活动时间<!-- 备注 -->改为周三。\r\n\r\n"
+                     f"[^1]: {TIME}\r\n[^2]: {PLACE}\r\n")
+    report = draft_report(capsys, tmp_path, draft)
+    assert report["covered_fields"] == ["活动时间", "地点"]
+    [mismatch] = diagnostics(report, "claim-value-mismatch")  # 礼堂 B; 周四16:30 is intact
+    assert (mismatch["line"], mismatch["column"]) == (6, 35)
+    [uncited] = diagnostics(report, "uncited-claim")  # the comment splits no sentence
+    assert (uncited["line"], uncited["column"], uncited["end_column"]) == (7, 1, 21)
+    assert "活动时间" in uncited["message"]
+
+
 @pytest.mark.parametrize("fragment, seen", [
     ("活动时间是周<!-- 四16:30 --->三", "活动时间是周三"),  # a comment ends at its first "-->" (CommonMark 0.31)
     ("周<!---->四<!--->16:30<!-->", "周四16:30"),

@@ -61,6 +61,7 @@ def parse_seconds(*texts: str) -> list[float]:
 @given(units)
 @example("<!--`11<\r\n")  # html.parser retried every unterminated comment (found by CI)
 @example(" <!----><!--*<div>")  # markdown-it-py's comment regex rescanned the paragraph on each failure
+@example("周<!-- 。！[^1]\r\n -->")  # inline comments are blanked before sentences are split
 def test_parsing_twice_as_much_hostile_text_takes_at_most_three_times_as_long(unit: str) -> None:
     def draft(copies: int) -> str:
         return "活动时间是" + unit * copies + "周四16:30[^1]。" + DEFINITION
