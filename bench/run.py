@@ -77,7 +77,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("uncited", "uncited-claim scan: 1 MB value, 1 MB sentence", "< 2 s"),
     ("question", "question grammar (SPEC §13): vocabulary_in of a question p50 / of 1 MB", "≤ 20 ms / < 2 s"),
     ("lsp_index", "server cold index -> first draft diagnostics", "<= 5 s (debian)"),
-    ("hover_index", "hover p95 while the server indexes (answered with text)", "p95 <= 100 ms"),
+    ("hover_index", "hover p95 while the server starts (answered with text, window)", "p95 <= 100 ms"),
     ("rss", "server peak RSS (VmHWM) after indexing / at the end", "<= 300 MB at 155 MB"),
     ("stdio_change", "stdio didChange -> publishDiagnostics p50 / p95", "p95 <= 200 ms (debounce 150 + 50)"),
     ("stdio_save", "stdio didSave -> publishDiagnostics p50 / p95", ""),
@@ -89,6 +89,9 @@ ROWS: list[tuple[str, str, str]] = [
 DRAFT_CITATIONS = 100
 STORM_FILES = 1000
 """Evidence files rewritten at once (like ``git checkout``) for the hover-under-storm row."""
+START_TAIL_S = 2.0
+"""Hovers of the start-up row go on this long after the first index pass (the first evidence
+refresh runs then)."""
 STORM_TIMEOUT = 300.0
 """Seconds to wait for the storm's index passes (then the row says so and the run goes on)."""
 DEBOUNCE_S = 0.15
@@ -673,12 +676,27 @@ async def lsp_phase(root: Path, changes: int, edits: int, index_timeout: float,
         except TimeoutError:
             out["lsp_timeout_s"] = index_timeout
             out["rss_at_timeout"] = _proc_status(server.pid)
-            raise
-        finally:
             await hovering.stop()
+            raise
         out["lsp_index_s"] = t_first - t0
         out["lsp_cpu_index_s"] = _proc_cpu(server.pid)
-        hovering.report("hover_index", out)
+
+        async def started() -> None:
+            """Hovers go on while the server starts: until :data:`START_TAIL_S` after its first
+            index pass (the startup walk, or the cold index) was logged, so the row also covers
+            the hovers sent beside the walk and the first evidence refresh (which follows the
+            pass), not only those before the first diagnostics; then the row is reported. The didChange samples below start at the
+            first diagnostics, as before, so they run beside the same start-up work.
+            """
+            try:
+                while not index_passes or time.perf_counter() < index_passes[0] + START_TAIL_S:
+                    await asyncio.sleep(0.05)
+            finally:
+                await hovering.stop()
+                out["hover_index_window_s"] = time.perf_counter() - t0
+                hovering.report("hover_index", out)
+
+        starting = asyncio.create_task(started())
         out["lsp_first_names"] = sorted({name for name, _ in findings(last)})
         out["rss_after_index"] = _proc_status(server.pid)
 
@@ -696,7 +714,9 @@ async def lsp_phase(root: Path, changes: int, edits: int, index_timeout: float,
                     text=f"{(i + 1) % 10000:04d}")]))
             stamp, last = await next_publish(60, lambda p, v=version: p.version == v)
             change_samples.append(stamp - sent)
+        await asyncio.wait_for(starting, index_timeout)
         out["change_p50_s"] = statistics.median(change_samples)
+        out["change_n"] = len(change_samples)
         out["change_p95_s"] = pct(change_samples, 95)
         out["lsp_cpu_change_s"] = _proc_cpu(server.pid)
 
@@ -975,7 +995,9 @@ def cells(r: dict[str, Any], corpus: corpora.Corpus) -> dict[str, str]:
             p95, n = get(f"{key}_p95_s", f"{key}_n")
             late = (f"; no index pass within {r['storm_timeout_s']:.0f} s" if key == "hover_storm"
                     and r.get("storm_timeout_s") else "")
-            return f"{fmt_s(p95)} over {n} ({r.get(extra, '?')}{late}){mark(p95 <= 0.1)}"
+            window = (f", {r['hover_index_window_s']:.1f} s" if key == "hover_index"
+                      and r.get("hover_index_window_s") else "")
+            return f"{fmt_s(p95)} over {n} ({r.get(extra, '?')}{late}{window}){mark(p95 <= 0.1)}"
         return cell
 
     put("hover_index", hover_row("hover_index", "hover_index_answered"), timed_out)
