@@ -685,8 +685,9 @@ async def lsp_phase(root: Path, changes: int, edits: int, index_timeout: float,
             """Hovers go on while the server starts: until :data:`START_TAIL_S` after its first
             index pass (the startup walk, or the cold index) was logged, so the row also covers
             the hovers sent beside the walk and the first evidence refresh (which follows the
-            pass), not only those before the first diagnostics; then the row is reported. The didChange samples below start at the
-            first diagnostics, as before, so they run beside the same start-up work.
+            pass), not only those before the first diagnostics; then the row is reported. The
+            didChange samples below start at the first diagnostics, as before, so they run
+            beside the same start-up work (and beside these hovers).
             """
             try:
                 while not index_passes or time.perf_counter() < index_passes[0] + START_TAIL_S:
