@@ -695,6 +695,8 @@ async def lsp_phase(root: Path, changes: int, edits: int, index_timeout: float,
             finally:
                 await hovering.stop()
                 out["hover_index_window_s"] = time.perf_counter() - t0
+                if index_passes:
+                    out["first_pass_s"] = index_passes[0] - t0
                 hovering.report("hover_index", out)
 
         starting = asyncio.create_task(started())
@@ -788,6 +790,7 @@ class _HoverLoop:
 
     def __init__(self, client: Any, params: Any) -> None:
         self.samples: list[float] = []
+        self.sent: list[float] = []
         self.answered = 0
         self._stop = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run(client, params))
@@ -797,6 +800,7 @@ class _HoverLoop:
             sent = time.perf_counter()
             result = await asyncio.wait_for(client.text_document_hover_async(params), 120)
             self.samples.append(time.perf_counter() - sent)
+            self.sent.append(sent)
             value = getattr(getattr(result, "contents", None), "value", "")
             self.answered += "still indexing" not in value and bool(value)
             try:
@@ -816,6 +820,8 @@ class _HoverLoop:
             out[f"{key}_p95_s"] = pct(self.samples, 95)
             out[f"{key}_n"] = len(self.samples)
             out[f"{key}_answered"] = self.answered
+            out[f"{key}_timeline"] = [(round(t - self.sent[0], 3), round(s, 4))  # (sent at, latency) s
+                                      for t, s in zip(self.sent, self.samples, strict=True)]
 
 
 async def _hover_storm(client: Any, root: Path, hover: Any, index_passes: list[float],

@@ -275,6 +275,12 @@ class Foreground:
             if not waiter.done():
                 waiter.set_result(None)
 
+    @property
+    def jobs(self) -> int:
+        """How many foreground jobs are held now."""
+        with self._cond:
+            return len(self._held)
+
     # -- background side -------------------------------------------------------------------
 
     def busy(self) -> bool:
