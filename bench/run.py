@@ -707,6 +707,8 @@ async def lsp_phase(root: Path, changes: int, edits: int, index_timeout: float,
         line = facts["counter_line"]
         col = EDIT_COUNTER_TEXT.index("0000")
         change_samples = []
+        change_sent = []
+        out["evidence_publishes_before_change"] = out["evidence_publishes"]
         for i in range(changes):
             version += 1
             sent = time.perf_counter()
@@ -717,9 +719,12 @@ async def lsp_phase(root: Path, changes: int, edits: int, index_timeout: float,
                     text=f"{(i + 1) % 10000:04d}")]))
             stamp, last = await next_publish(60, lambda p, v=version: p.version == v)
             change_samples.append(stamp - sent)
+            change_sent.append(sent - t0)
         await asyncio.wait_for(starting, index_timeout)
         out["change_p50_s"] = statistics.median(change_samples)
         out["change_n"] = len(change_samples)
+        out["change_timeline"] = [(round(t, 3), round(s, 4)) for t, s in zip(change_sent, change_samples, strict=True)]
+        out["evidence_publishes_after_change"] = out["evidence_publishes"]
         out["change_p95_s"] = pct(change_samples, 95)
         out["lsp_cpu_change_s"] = _proc_cpu(server.pid)
 

@@ -18,9 +18,11 @@ The loop keeps one small digest per file it has published to, never the findings
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,7 +112,8 @@ async def _refresh_loop(session: Session) -> None:
         plan = await session.readers.run(
             _plan, view, before, state.scan_map, scan.evidence if scan is not None else None,
             scan.full if scan is not None else True, list(scan.changed) if scan is not None else [], docs, paths,
-            set(state.published), session.foreground.pause)
+            set(state.published), session.foreground.pause,
+            session.workspace.store.backend if session.workspace is not None else None)
         state.scan_map = plan.scan_map
         todo = list(plan.affected.items())
         # one cache of conflict keys for the whole refresh (the chunks run one at a time)
@@ -161,10 +164,50 @@ class _Plan:
 def _plan(view: IndexView, before: IndexSnapshot | None, old_map: ScanMap,
           evidence: Mapping[str, Sequence[Finding]] | None, full_walk: bool, changed: list[str], docs: set[str],
           paths: dict[str, VersionRecord | None], published: set[str],
-          pause: Callable[[], object] = lambda: None) -> _Plan:
+          pause: Callable[[], object] = lambda: None, backend: object = None) -> _Plan:
     """Which files to recompute (worker thread; see the module docstring). ``pause`` is the
-    background yield point, called between the conflict keys of a full refresh.
+    background yield point, called between the conflict keys of a full refresh and inside
+    its long SQL statements (:func:`_statements_pause`, on ``backend``'s reader connection).
     """
+    with _statements_pause(backend, pause):
+        return _plan_files(view, before, old_map, evidence, full_walk, changed, docs, paths, published, pause)
+
+
+PROGRESS_STEPS = 20_000
+"""SQLite virtual-machine steps between two pauses of one long statement of a refresh's plan
+(well under a millisecond of SQLite's time)."""
+
+
+@contextlib.contextmanager
+def _statements_pause(backend: object, pause: Callable[[], object]) -> Iterator[None]:
+    """While the block runs, a statement on this thread's SQLite reader connection calls
+    ``pause`` every :data:`PROGRESS_STEPS` steps (SQLite's progress handler): the one way a
+    single long statement yields to foreground work — ``conflicting_keys`` of a full refresh
+    is one ``GROUP BY`` over every active field line (1.7 s of CPU at 10k files, 6.5 s at
+    30k). SQLite releases the GIL while it runs, but it still takes a core of two from the
+    check the writer waits for. Other backends: nothing (their statements run elsewhere).
+    """
+    reader = getattr(backend, "reader", None)
+    conn = reader() if callable(reader) else None
+    if not isinstance(conn, sqlite3.Connection):
+        yield
+        return
+
+    def handler() -> int:
+        pause()
+        return 0  # go on (non-zero would interrupt the statement)
+
+    conn.set_progress_handler(handler, PROGRESS_STEPS)
+    try:
+        yield
+    finally:
+        conn.set_progress_handler(None, 0)
+
+
+def _plan_files(view: IndexView, before: IndexSnapshot | None, old_map: ScanMap,
+                evidence: Mapping[str, Sequence[Finding]] | None, full_walk: bool, changed: list[str],
+                docs: set[str], paths: dict[str, VersionRecord | None], published: set[str],
+                pause: Callable[[], object]) -> _Plan:
     snapshot, today = view.snapshot, view.today
     scan_map = old_map
     affected: dict[str, VersionRecord | None] = dict(paths)
