@@ -247,6 +247,8 @@ class Foreground:
         """Total time background work spent waiting (for ``grounding/status`` and tests)."""
         self.forced = 0
         """How many times the starvation bound let background work run."""
+        self.waiting = 0
+        """Background units waiting at a boundary now (threads and coroutines)."""
 
     # -- foreground side (loop) ------------------------------------------------------------
 
@@ -304,6 +306,7 @@ class Foreground:
         """
         start = now = time.monotonic()
         with self._cond:
+            self.waiting += 1
             while (left := self._busy_locked(now)) > 0:
                 bound = start + self.max_wait - now
                 if bound <= 0:
@@ -311,6 +314,7 @@ class Foreground:
                     break
                 self._cond.wait(min(left, bound))
                 now = time.monotonic()
+            self.waiting -= 1
             waited = now - start
             self.paused_seconds += waited
         return waited
@@ -331,8 +335,14 @@ class Foreground:
                     return waited
             waiter = loop.create_future()
             self._waiters.append(waiter)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(waiter), min(left, bound))
+            with self._cond:
+                self.waiting += 1
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(waiter), min(left, bound))
+            finally:
+                with self._cond:
+                    self.waiting -= 1
             now = time.monotonic()
 
     def _forced_locked(self, now: float) -> None:

@@ -199,3 +199,46 @@ async def test_a_draft_check_and_a_hover_are_foreground_jobs_until_their_task_en
         await asyncio.sleep(0)
         assert jobs == 1 and session.foreground.jobs == 0
         assert found is not None and "免费𠮷" in str(found.contents)
+
+
+# --------------------------------------------------- a real evidence refresh waits for a job
+
+CONFLICTING = 200
+"""Evidence files conflicting on one key (CRLF, CJK, emoji): a refresh of 13 chunks."""
+
+
+def conflicting(n: int) -> str:
+    return f"---\r\ndoc_id: 价目-{n:03d}\r\nsubject: 开放日🎉\r\n---\r\n- 票价：{n} 元𠮷\r\n"
+
+
+async def test_a_running_evidence_refresh_publishes_nothing_while_a_foreground_job_holds_the_gate(
+        tmp_path: Path) -> None:
+    files: dict[str, str | bytes] = {"grounding.toml": 'today = "2026-06-01"\n'}
+    files.update({f"evidence/价目/{n:03d}.md": conflicting(n) for n in range(CONFLICTING)})
+    root = build_workspace(tmp_path / "ws", files)
+    uris = {(root / "evidence" / "价目" / f"{n:03d}.md").as_uri() for n in range(CONFLICTING)}
+    async with in_process(root) as here:
+        session, recorder = here.session, here.recorder
+        session.foreground.max_wait = FAR  # this test holds the gate: no bound may end the wait
+
+        def published() -> int:
+            return len({p.uri for p in recorder.publications if p.diagnostics} & uris)
+
+        await recorder.wait_until(lambda: published() > 0, "the refresh's first chunk")
+        release, held = asyncio.Event(), asyncio.Event()
+        job = asyncio.create_task(hold_until(session.foreground, release, held))
+        await held.wait()
+        # the refresh reaches its next boundary (the next file or chunk) and waits there
+        await recorder.wait_until(lambda: session.foreground.waiting > 0, "the refresh to pause", poll=0.01)
+        before = published()
+        assert before < CONFLICTING
+        # a real hover-sized piece of foreground work runs meanwhile: nothing is published
+        view = session.current_view()
+        assert view is not None
+        record = await session.readers.run(view.snapshot.record_for_path, "价目/000.md")
+        assert record is not None and record.doc_id == "价目-000"
+        assert published() == before and session.foreground.waiting > 0
+        release.set()
+        await job
+        await recorder.wait_until(lambda: published() == CONFLICTING, "the rest of the refresh")
+        assert session.foreground.forced == 0
