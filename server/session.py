@@ -14,7 +14,7 @@ shares (SPEC §10; the layout is described in docs/architecture.md).
 - named background tasks and two pools of daemon worker threads (``readers`` for checks and
   lookups, ``writer`` for the store: scans and closing, one at a time).
 
-Three rules, used by every feature:
+Four rules, used by every feature:
 
 - **capture on the loop, compute off it**: heavy work receives frozen values — a
   :class:`~server.documents.DocumentSnapshot`, an :class:`IndexView` — taken on the loop
@@ -24,7 +24,10 @@ Three rules, used by every feature:
   dropped, never published;
 - **one error guard**: :meth:`Session.guard` / :meth:`Session.guard_sync` log a failing
   feature and answer its default (null), so the other features keep working; JSON-RPC errors
-  (``InvalidParams`` ...) pass through to the client.
+  (``InvalidParams`` ...) pass through to the client;
+- **foreground before background**: draft checks and the requests a user waits for hold
+  :class:`Foreground` until their task ends; background work (scans, the evidence refresh,
+  the full-text fill, the heap trim) pauses at its unit boundaries meanwhile, bounded.
 
 Nothing here speaks the protocol: outgoing messages go through the :class:`Client` port
 (``server/app.py`` implements it with pygls; in-process tests with a recorder).
