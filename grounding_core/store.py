@@ -474,8 +474,9 @@ class Store:
         still readable.
 
         ``pause`` (optional) is called at the walk's and the reads' batch boundaries (a
-        folder, :data:`PAUSE_FILES` stat keys compared, each file read): the language server waits there while
-        foreground work runs (``server.session.Foreground``); it must not touch the store.
+        folder, :data:`PAUSE_FILES` stat keys compared, each file read): the language server
+        waits there while foreground work runs (``server.session.Foreground``); it must not
+        touch the store.
 
         Shared index (PostgreSQL): only the writer (the process holding the writer lock,
         taken here when free) scans; a reader's scan appends nothing and returns the shared
