@@ -29,6 +29,7 @@ import gzip
 import hashlib
 import importlib.resources
 import json
+import threading
 import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -170,14 +171,24 @@ def _constructor_params(name: str) -> dict[str, Any]:
     return params
 
 
-@functools.cache
+_BUILD_LOCK = threading.Lock()
+
+
 def get_encoding(name: str = "o200k_base") -> tiktoken.Encoding:
     """The tiktoken encoding ``name``, built offline and cached per process (SPEC §8).
 
     Raises ``ValueError`` for a name outside :data:`SUPPORTED_ENCODINGS` and
     :class:`TokenizerDataError` when the shipped rank file is missing or fails tiktoken's
-    sha256. Never touches the network or a cache directory.
+    sha256. Never touches the network or a cache directory. Thread-safe: threads asking at
+    once (the language server's warm-up and its first check) build it once (about 1 s of
+    interpreter time each otherwise).
     """
+    with _BUILD_LOCK:
+        return _build_encoding(name)
+
+
+@functools.cache
+def _build_encoding(name: str) -> tiktoken.Encoding:
     if name not in SUPPORTED_ENCODINGS:
         raise ValueError(
             f"unknown encoding {name!r}; expected one of {', '.join(SUPPORTED_ENCODINGS)}"

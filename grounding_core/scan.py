@@ -158,15 +158,23 @@ def _undecodable_name(shown: str) -> Finding:
         " is affected.")
 
 
-def walk_evidence(config: Config) -> Listing:
-    """List evidence files (SPEC §2): a full walk of the evidence root (see module docstring)."""
+def walk_evidence(config: Config, pause: Callable[[], object] | None = None) -> Listing:
+    """List evidence files (SPEC §2): a full walk of the evidence root (see module docstring).
+    ``pause`` is called after each folder (and every :data:`PAUSE_EVERY` entries of a large
+    one): the language server's yield point for foreground work (``server.session.Foreground``).
+    """
     listing = Listing(full=True)
     root = config.evidence_root
-    _walk(config, root, "", listing)
+    _walk(config, root, "", listing, pause)
     return listing
 
 
-def _walk(config: Config, top: Path, top_rel: str, listing: Listing) -> None:
+PAUSE_EVERY = 512
+"""Directory entries between two calls of a walk's ``pause`` hook."""
+
+
+def _walk(config: Config, top: Path, top_rel: str, listing: Listing,
+          pause: Callable[[], object] | None = None) -> None:
     root = config.evidence_root
     root_len = len(str(root))
     inodes: dict[tuple[int, int], str] = {}
@@ -196,7 +204,9 @@ def _walk(config: Config, top: Path, top_rel: str, listing: Listing) -> None:
             failed(exc)
             continue
         subfolders = []
-        for entry in entries:
+        for n, entry in enumerate(entries):
+            if pause is not None and n % PAUSE_EVERY == PAUSE_EVERY - 1:
+                pause()
             name = entry.name
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
@@ -225,6 +235,8 @@ def _walk(config: Config, top: Path, top_rel: str, listing: Listing) -> None:
                         continue
             _consider(config, root, entry.path, rel, listing, inodes, entry)
         stack.extend(reversed(subfolders))
+        if pause is not None:
+            pause()
 
 
 _SIMPLE_GLOB = re.compile(r"(?:\*\*/)?\*(\.[A-Za-z0-9_-]+)")

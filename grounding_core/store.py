@@ -79,6 +79,9 @@ _OPEN_ERRORS: tuple[type[BaseException], ...] = (OSError, sqlite3.Error)
 """What opening an SQLite file may raise (a PostgreSQL backend raises BackendError)."""
 
 FTS_BATCH = 200
+PAUSE_FILES = 64
+"""Stat keys a scan compares between two calls of its ``pause`` hook (it also pauses before
+each file it reads)."""
 
 FRESH_CHARS = 4_000_000
 """Code points of documents a scan keeps between reading and importing them (beyond, they
@@ -453,7 +456,7 @@ class Store:
 
     def scan(self, config: Config, progress: ProgressCallback | None = None,
              paths: Iterable[str] | None = None, settle: float = scanning.SETTLE_BUDGET_S,
-             lock_wait: float = LOCK_WAIT_S) -> ScanResult:
+             lock_wait: float = LOCK_WAIT_S, *, pause: Callable[[], object] | None = None) -> ScanResult:
         """Bring the index up to date with the evidence folder (SPEC §3, §4).
 
         ``paths`` (relative to the evidence root, from a file watcher): look only at those
@@ -469,6 +472,11 @@ class Store:
         a ``LOCK TABLE`` or a ``VACUUM FULL``); nothing was written and the committed state is
         still readable.
 
+        ``pause`` (optional) is called at the walk's and the reads' batch boundaries (a
+        folder, :data:`PAUSE_FILES` stat keys compared, each file read): the language server
+        waits there while foreground work runs (``server.session.Foreground``); it must not
+        touch the store.
+
         Shared index (PostgreSQL): only the writer (the process holding the writer lock,
         taken here when free) scans; a reader's scan appends nothing and returns the shared
         state with :attr:`ScanResult.writer` naming who writes. A connection lost during the
@@ -479,7 +487,7 @@ class Store:
         if not root.is_dir():
             raise FileNotFoundError(f"evidence folder {root} does not exist")
         paths = None if paths is None else list(paths)
-        listing = scanning.walk_evidence(config) if paths is None else scanning.resolve_paths(config, paths)
+        listing = scanning.walk_evidence(config, pause) if paths is None else scanning.resolve_paths(config, paths)
         lost: BaseException | None = None
         for delay in self._retries():
             if lost is not None:
@@ -493,7 +501,7 @@ class Store:
                     self._ensure_derived()
                     try:
                         with self.backend.write() as conn:
-                            result = _Scan(self, conn, config, listing, progress, settle).run()
+                            result = _Scan(self, conn, config, listing, progress, settle, pause).run()
                     except BaseException:
                         self.documents.clear()  # contents cached under seqs that were rolled back
                         self._latest = None
@@ -641,7 +649,8 @@ class Store:
         """Contents still waiting for their full-text rows."""
         return int(self.backend.reader().execute("SELECT COUNT(*) FROM fts_queue").fetchone()[0])
 
-    def build_fts(self, seconds: float | None = None, batch: int = FTS_BATCH) -> bool:
+    def build_fts(self, seconds: float | None = None, batch: int = FTS_BATCH,
+                  pause: Callable[[], object] | None = None) -> bool:
         """Drain the full-text queue, one small transaction per ``batch`` contents (crash-safe:
         a batch's rows and its removal from the queue commit together). Currently active
         contents go first. Stops after ``seconds`` when given; True when the queue is empty.
@@ -650,10 +659,13 @@ class Store:
         search builds what is missing; one whose database role may not write only answers
         whether the queue is empty; one that waited out the lock wait for another process's
         lock returns False (what is built answers; the rest comes later). A lost connection
-        is retried like a scan.
+        is retried like a scan. ``pause`` (optional) is called before each transaction, outside
+        it (the language server's yield point, as in :meth:`scan`).
         """
         deadline = None if seconds is None else time.monotonic() + seconds
         while True:
+            if pause is not None:
+                pause()
             lost: BaseException | None = None
             for delay in self._retries():
                 if lost is not None:
@@ -773,8 +785,9 @@ class _Scan:
     """One scan inside the writer's transaction (see :meth:`Store.scan`)."""
 
     def __init__(self, store: Store, conn: Connection, config: Config, listing: Listing,
-                 progress: ProgressCallback | None, settle: float) -> None:
+                 progress: ProgressCallback | None, settle: float, pause: Callable[[], object] | None = None) -> None:
         self.store = store
+        self.pause = pause
         self.settle = settle
         self.conn = conn
         self.config = config
@@ -924,14 +937,18 @@ class _Scan:
 
         def read(rel: str, candidate: scanning.Candidate) -> None:
             nonlocal done
+            if self.pause is not None:
+                self.pause()
             self._read(rel, candidate)
             done += 1
             if self.progress is not None:
                 self.progress(done, len(todo), rel)
 
         now = scanning.now_ns()
-        candidates, raw, same = self.listing.candidates, self.old.raw, self.same
-        for rel in todo:
+        candidates, raw, same, pause = self.listing.candidates, self.old.raw, self.same, self.pause
+        for n, rel in enumerate(todo):
+            if pause is not None and n % PAUSE_FILES == PAUSE_FILES - 1:
+                pause()
             candidate = candidates[rel]
             stored = raw.get(rel)  # the stat key compared as a tuple (OldRows.matches), no call
             if stored is not None and stored[1] >= 0 and stored[1:5] == candidate.key:

@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .config import Config, load_config
 from .drafts import ContextSpec, ParsedDraft, draft_kind, parse_draft
@@ -71,7 +72,7 @@ class Workspace:
         the evidence root); ``settle`` caps the wait for files still being written,
         ``lock_wait`` the wait for another process's write lock (then :class:`~grounding_core.store.IndexBusy`).
         """
-        options: dict[str, float] = {}
+        options: dict[str, Any] = {}  # (Store.scan's keyword defaults stay its own)
         if settle is not None:
             options["settle"] = settle
         if lock_wait is not None:

@@ -432,61 +432,61 @@ def _register(server: GroundingServer) -> None:  # noqa: C901  (one line per han
     # diagnostics and status
     @server.feature(types.TEXT_DOCUMENT_DIAGNOSTIC, diagnostics.DIAGNOSTIC_OPTIONS)
     async def pull(ls: GroundingServer, params: types.DocumentDiagnosticParams) -> types.DocumentDiagnosticReport:
-        return await ls.session.guard("diagnostic", diagnostics.pull, params) or _EMPTY_REPORT
+        return await ls.session.guard("diagnostic", diagnostics.pull, params, foreground=True) or _EMPTY_REPORT
 
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS, status.CODE_LENS_OPTIONS)
     async def code_lens(ls: GroundingServer, params: types.CodeLensParams) -> list[types.CodeLens] | None:
-        return await ls.session.guard("codeLens", status.code_lens, params)
+        return await ls.session.guard("codeLens", status.code_lens, params, foreground=True)
 
     # navigation
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     async def hover(ls: GroundingServer, params: types.HoverParams) -> types.Hover | None:
-        return await ls.session.guard("hover", navigation.hover, params)
+        return await ls.session.guard("hover", navigation.hover, params, foreground=True)
 
     @server.feature(types.TEXT_DOCUMENT_DEFINITION)
     async def definition(ls: GroundingServer, params: types.DefinitionParams) -> list[types.Location] | None:
-        return await ls.session.guard("definition", navigation.definition, params)
+        return await ls.session.guard("definition", navigation.definition, params, foreground=True)
 
     @server.feature(types.TEXT_DOCUMENT_REFERENCES)
     async def references(ls: GroundingServer, params: types.ReferenceParams) -> list[types.Location] | None:
-        return await ls.session.guard("references", navigation.references, params)
+        return await ls.session.guard("references", navigation.references, params, foreground=True)
 
     @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     async def document_symbol(ls: GroundingServer, params: types.DocumentSymbolParams) -> Any:
-        return await ls.session.guard("documentSymbol", symbols.document_symbol, params)
+        return await ls.session.guard("documentSymbol", symbols.document_symbol, params, foreground=True)
 
     @server.feature(types.WORKSPACE_SYMBOL)
     async def workspace_symbol(ls: GroundingServer, params: types.WorkspaceSymbolParams) -> Any:
-        return await ls.session.guard("workspaceSymbol", symbols.workspace_symbol, params)
+        return await ls.session.guard("workspaceSymbol", symbols.workspace_symbol, params, foreground=True)
 
     @server.feature(types.TEXT_DOCUMENT_DOCUMENT_LINK)
     async def document_link(ls: GroundingServer, params: types.DocumentLinkParams) -> Any:
-        return await ls.session.guard("documentLink", symbols.document_link, params)
+        return await ls.session.guard("documentLink", symbols.document_link, params, foreground=True)
 
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
     async def inlay_hint(ls: GroundingServer, params: types.InlayHintParams) -> Any:
-        return await ls.session.guard("inlayHint", hints.inlay_hint, params)
+        return await ls.session.guard("inlayHint", hints.inlay_hint, params, foreground=True)
 
     @server.feature(types.TEXT_DOCUMENT_PREPARE_RENAME)
     async def prepare_rename(ls: GroundingServer, params: types.PrepareRenameParams) -> Any:
-        return await ls.session.guard("prepareRename", rename.prepare_rename, params)
+        return await ls.session.guard("prepareRename", rename.prepare_rename, params, foreground=True)
 
     @server.feature(types.TEXT_DOCUMENT_RENAME, types.RenameOptions(prepare_provider=True))
     async def rename_label(ls: GroundingServer, params: types.RenameParams) -> Any:
-        return await ls.session.guard("rename", rename.rename, params)
+        return await ls.session.guard("rename", rename.rename, params, foreground=True)
 
     @server.feature(VERSION_TEXT)
     async def version_text(ls: GroundingServer, params: Any) -> dict[str, Any] | None:
-        return await ls.session.guard(VERSION_TEXT, navigation.version_text, params)
+        return await ls.session.guard(VERSION_TEXT, navigation.version_text, params, foreground=True)
 
     # editing
     @server.feature(types.TEXT_DOCUMENT_COMPLETION, completion.OPTIONS)
     async def complete(ls: GroundingServer, params: types.CompletionParams) -> types.CompletionList | None:
-        return await ls.session.guard("completion", completion.completion, params)
+        return await ls.session.guard("completion", completion.completion, params, foreground=True)
 
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, actions.OPTIONS)
     async def code_action(ls: GroundingServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
-        return await ls.session.guard("codeAction", actions.code_action, params)
+        return await ls.session.guard("codeAction", actions.code_action, params, foreground=True)
 
     # commands (errors in their arguments reach the client as InvalidParams)
     @server.command("grounding.reindex")

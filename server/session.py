@@ -14,7 +14,7 @@ shares (SPEC §10; the layout is described in docs/architecture.md).
 - named background tasks and two pools of daemon worker threads (``readers`` for checks and
   lookups, ``writer`` for the store: scans and closing, one at a time).
 
-Three rules, used by every feature:
+Four rules, used by every feature:
 
 - **capture on the loop, compute off it**: heavy work receives frozen values — a
   :class:`~server.documents.DocumentSnapshot`, an :class:`IndexView` — taken on the loop
@@ -24,7 +24,10 @@ Three rules, used by every feature:
   dropped, never published;
 - **one error guard**: :meth:`Session.guard` / :meth:`Session.guard_sync` log a failing
   feature and answer its default (null), so the other features keep working; JSON-RPC errors
-  (``InvalidParams`` ...) pass through to the client.
+  (``InvalidParams`` ...) pass through to the client;
+- **foreground before background**: draft checks and the requests a user waits for hold
+  :class:`Foreground` until their task ends; background work (scans, the evidence refresh,
+  the full-text fill, the heap trim) pauses at its unit boundaries meanwhile, bounded.
 
 Nothing here speaks the protocol: outgoing messages go through the :class:`Client` port
 (``server/app.py`` implements it with pygls; in-process tests with a recorder).
@@ -37,9 +40,11 @@ import contextlib
 import datetime as dt
 import inspect
 import logging
+import math
 import os
 import queue
 import threading
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -194,6 +199,159 @@ class Workers:
 
         with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
             loop.call_soon_threadsafe(settle)
+
+
+# ------------------------------------------------------------- foreground before background
+
+FOREGROUND_GRACE_SECONDS = 0.005
+"""After the last foreground job ended, background work waits this much longer: the steps of
+one request or check follow each other with a hop through the loop in between."""
+BACKGROUND_MAX_WAIT_SECONDS = 0.5
+"""The starvation bound: a background unit that has waited this long runs anyway, and so does
+all background work for the next :data:`BACKGROUND_QUANTUM_SECONDS`."""
+BACKGROUND_QUANTUM_SECONDS = 0.05
+"""How long background work runs without pausing once it waited the bound."""
+
+
+class Foreground:
+    """Foreground before background: the one priority rule of the session.
+
+    A *foreground job* is work the writer is waiting for: a draft check and its publication,
+    a hover, a completion, a code action (every request :meth:`Session.guard` runs with
+    ``foreground=True``). It holds the gate from :meth:`hold` until its asyncio task ends.
+    *Background work* — the startup walk and scans, the evidence refresh, the full-text fill,
+    the heap trim — calls :meth:`pause` (worker thread, blocking) or :meth:`wait` (loop,
+    awaited) at its natural unit boundaries (a folder of the walk, a few files read, one
+    evidence file, one full-text transaction): while any foreground job is held, or ended less
+    than :data:`FOREGROUND_GRACE_SECONDS` ago, the call waits. A waiting thread blocks on a
+    condition, so under the GIL the foreground thread gets the whole interpreter (SQLite
+    statements release it anyway). Bound: no call waits longer than
+    :data:`BACKGROUND_MAX_WAIT_SECONDS`; once one waited that long, background work runs
+    unpaused for :data:`BACKGROUND_QUANTUM_SECONDS` (at least about 9 % of the time under
+    back-to-back foreground jobs), so it cannot starve.
+
+    Thread-safe: :meth:`hold` and :meth:`wait` run on the loop, :meth:`pause` and
+    :meth:`busy` anywhere. Times are ``time.monotonic()`` seconds.
+    """
+
+    def __init__(self, grace: float = FOREGROUND_GRACE_SECONDS, max_wait: float = BACKGROUND_MAX_WAIT_SECONDS,
+                 quantum: float = BACKGROUND_QUANTUM_SECONDS) -> None:
+        self.grace = grace
+        self.max_wait = max_wait
+        self.quantum = quantum
+        self._cond = threading.Condition()
+        self._held: set[asyncio.Task[Any]] = set()
+        self._ended = -math.inf
+        """When the last foreground job ended (monotonic)."""
+        self._free_until = -math.inf
+        """Background runs unpaused until then (the starvation bound was reached)."""
+        self._waiters: list[asyncio.Future[None]] = []
+        self.paused_seconds = 0.0
+        """Total time background work spent waiting (for ``grounding/status`` and tests)."""
+        self.forced = 0
+        """How many times the starvation bound let background work run."""
+        self.waiting = 0
+        """Background units waiting at a boundary now (threads and coroutines)."""
+
+    # -- foreground side (loop) ------------------------------------------------------------
+
+    def hold(self, task: asyncio.Task[Any] | None = None) -> None:
+        """Mark ``task`` (default: the current task) as a foreground job until it ends;
+        holding a task twice is holding it once.
+        """
+        task = task if task is not None else asyncio.current_task()
+        if task is None or task.done():
+            return
+        with self._cond:
+            if task in self._held:
+                return
+            self._held.add(task)
+        task.add_done_callback(self._release)
+
+    def _release(self, task: asyncio.Task[Any]) -> None:
+        with self._cond:
+            self._held.discard(task)
+            if self._held:
+                return
+            self._ended = time.monotonic()
+            self._cond.notify_all()
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    @property
+    def jobs(self) -> int:
+        """How many foreground jobs are held now."""
+        with self._cond:
+            return len(self._held)
+
+    # -- background side -------------------------------------------------------------------
+
+    def busy(self) -> bool:
+        """True while background work should wait (a foreground job held or just ended)."""
+        with self._cond:
+            return self._busy_locked(time.monotonic()) > 0
+
+    def _busy_locked(self, now: float) -> float:
+        """0 when background may run now; else how long to wait at most before looking again
+        (``math.inf``: until a job ends).
+        """
+        if now < self._free_until:
+            return 0
+        if self._held:
+            return math.inf
+        return max(0.0, self._ended + self.grace - now)
+
+    def pause(self) -> float:
+        """Wait (blocking; a worker thread's unit boundary) while :meth:`busy`, at most
+        :attr:`max_wait`; returns the seconds waited. Never call it on the loop.
+        """
+        start = now = time.monotonic()
+        with self._cond:
+            self.waiting += 1
+            while (left := self._busy_locked(now)) > 0:
+                bound = start + self.max_wait - now
+                if bound <= 0:
+                    self._forced_locked(now)
+                    break
+                self._cond.wait(min(left, bound))
+                now = time.monotonic()
+            self.waiting -= 1
+            waited = now - start
+            self.paused_seconds += waited
+        return waited
+
+    async def wait(self) -> float:
+        """:meth:`pause` for a coroutine on the loop (background tasks between worker calls)."""
+        loop = asyncio.get_running_loop()
+        start = now = time.monotonic()
+        while True:
+            with self._cond:
+                left = self._busy_locked(now)
+                bound = start + self.max_wait - now
+                if left > 0 and bound <= 0:
+                    self._forced_locked(now)
+                if left <= 0 or bound <= 0:
+                    waited = now - start
+                    self.paused_seconds += waited
+                    return waited
+            waiter = loop.create_future()
+            self._waiters.append(waiter)
+            with self._cond:
+                self.waiting += 1
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(waiter), min(left, bound))
+            finally:
+                with self._cond:
+                    self.waiting -= 1
+            now = time.monotonic()
+
+    def _forced_locked(self, now: float) -> None:
+        self._free_until = now + self.quantum
+        self.forced += 1
+        self._cond.notify_all()  # every waiting unit may go
 
 
 # --------------------------------------------------------------------------- file lines
@@ -457,6 +615,8 @@ class Session:
         self._inflight: dict[tuple[str, ResultKey], asyncio.Future[DraftResult]] = {}
         self.tasks = Tasks()
         self.readers = Workers("grounding-read", READER_THREADS)
+        self.foreground = Foreground()
+        """Foreground before background: jobs hold it, background work pauses on it."""
         self.writer = Workers("grounding-index", 1)
         self.shutdown_requested = False
         self.index_passes = 0
@@ -630,6 +790,7 @@ class Session:
         job = self.capture(uri)
         if job is None:
             return None
+        self.foreground.hold()  # the calling task (a draft check, a request) until it ends
         stored = self.results.get(uri)
         if stored is not None and stored.key == job.key:
             return stored
@@ -639,6 +800,7 @@ class Session:
         """Run ``job`` in a worker (deduplicated by key); a result still fresh when it arrives
         is stored as the draft's latest.
         """
+        self.foreground.hold()  # the calling task (a draft check, a request) until it ends
         flight = (job.document.uri, job.key)
         future = self._inflight.get(flight)
         if future is None:
@@ -674,8 +836,13 @@ class Session:
 
     # -- the error guard ----------------------------------------------------------------
 
-    async def guard(self, name: str, fn: Callable[..., Awaitable[T]], *args: Any) -> T | None:
-        """``await fn(self, *args)``; a failure is logged and answered with None."""
+    async def guard(self, name: str, fn: Callable[..., Awaitable[T]], *args: Any,
+                    foreground: bool = False) -> T | None:
+        """``await fn(self, *args)``; a failure is logged and answered with None.
+        ``foreground``: the request is a foreground job (:class:`Foreground`) until it ends.
+        """
+        if foreground and self.ready.is_set():  # (before the first view a request may wait for
+            self.foreground.hold()              # the background work that makes it: no hold)
         try:
             return await fn(self, *args)
         except (asyncio.CancelledError, JsonRpcException):
@@ -722,5 +889,5 @@ def _relative(path: Path, base: Path) -> str | None:
         return None
 
 
-__all__ = ["DEBOUNCE_SECONDS", "CheckJob", "Client", "DraftResult", "FileLines", "IndexView", "ResultKey", "Session",
-           "Tasks", "Workers", "run_check"]
+__all__ = ["DEBOUNCE_SECONDS", "CheckJob", "Client", "DraftResult", "FileLines", "Foreground", "IndexView", "ResultKey",
+           "Session", "Tasks", "Workers", "run_check"]

@@ -383,7 +383,8 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
         return
     report = progress.callback(session) if progress is not None else None
     try:
-        result, snapshot, searchable = await session.writer.run(_scan_store, ws, report, paths)
+        result, snapshot, searchable = await session.writer.run(_scan_store, ws, report, paths,
+                                                                session.foreground.pause)
     except Exception as exc:
         if isinstance(exc, FileNotFoundError):  # no evidence folder: nothing is evidence
             logger.warning("%s", exc)
@@ -474,10 +475,12 @@ async def _build_full_text(session: Session) -> None:
     ws, epoch = session.workspace, session.epoch
     if ws is None:
         return
-    try:
-        while not await session.writer.run(ws.store.build_fts, FTS_SLICE_SECONDS, FTS_SLICE_BATCH):
+    try:  # background work: pauses before each transaction while foreground jobs run
+        while not await session.writer.run(ws.store.build_fts, FTS_SLICE_SECONDS, FTS_SLICE_BATCH,
+                                           session.foreground.pause):
             if epoch != session.epoch:
                 return
+            await session.foreground.wait()
     except Exception:
         logger.exception("building the full-text rows failed; search stays incomplete")
         return
@@ -494,15 +497,17 @@ async def _retry_unstable(session: Session) -> None:
 
 
 def _scan_store(ws: Workspace, progress: Callable[[int, int, str], None] | None,
-                paths: set[str] | None) -> tuple[ScanResult, IndexSnapshot, bool]:
+                paths: set[str] | None, pause: Callable[[], object] | None = None
+                ) -> tuple[ScanResult, IndexSnapshot, bool]:
     """One scan of the evidence folder (writer thread). ``paths`` (relative to the evidence
     root): look only at those; None: a full walk. A file still being written is waited for
     briefly (``Store.scan``'s settle budget); one that keeps changing comes back in
     ``ScanResult.unstable`` and is retried. Also says whether the snapshot's full-text rows
-    are complete.
+    are complete. ``pause``: the session's background yield point (``Foreground.pause``),
+    called at the walk's and the reads' batch boundaries.
     """
     result = ws.store.scan(ws.config, progress, paths=sorted(paths) if paths is not None else None,
-                           lock_wait=SCAN_LOCK_WAIT_SECONDS)
+                           lock_wait=SCAN_LOCK_WAIT_SECONDS, pause=pause)
     return result, result.snapshot, result.snapshot.search_complete
 
 

@@ -494,8 +494,8 @@ def test_file_deleted_between_walk_and_read_is_treated_as_absent(
     (ws.config.evidence_root / "gone.md").write_text("- 时间：周四\n", encoding="utf-8")
     real_walk = scan_module.walk_evidence
 
-    def walk_then_delete(config: Any) -> Any:
-        listing = real_walk(config)
+    def walk_then_delete(config: Any, *args: Any) -> Any:  # (args: the scan's pause hook)
+        listing = real_walk(config, *args)
         (ws.config.evidence_root / "gone.md").unlink()
         return listing
 
