@@ -27,8 +27,8 @@ from grounding_core.conflicts import Conflict
 from grounding_core.index import ConflictKey, KeySummary, LineIdentity, ValueGroup
 from grounding_core.model import ConflictDetail, Finding, Location, Span
 
-__all__ = ["MAX_VALUES_NAMED", "NO_SIDE", "ConflictRendering", "conflict_message", "editor_conflicts",
-           "more_values"]
+__all__ = ["MAX_VALUES_NAMED", "NO_SIDE", "ConflictRendering", "conflict_message", "editor_conflicts", "key_related",
+           "more_values", "ordered_values"]
 
 MAX_VALUES_NAMED = 20
 """Distinct values a GR108 message names in the editor (every value in the CLI, SPEC §7.4)."""
@@ -55,13 +55,34 @@ def ordered_values(summary: KeySummary, cited: Sequence[LineIdentity]) -> list[V
     """The key's values, those of the draft's cited lines first (in draft order), then the
     others in the core's order (first source).
     """
-    group_of = {kl.identity: group for group in summary.values for kl in group.sources}
-    first: list[ValueGroup] = []
+    return [summary.values[i] for i in _ordered(summary, _cited_groups(summary, cited)[0])]
+
+
+def _cited_groups(summary: KeySummary, cited: Sequence[LineIdentity]) -> tuple[list[int], dict[LineIdentity, int]]:
+    """(indexes of the values of cited lines, in draft order; position of each cited source
+    in the summary's sources, value by value). One pass over the listed sources.
+    """
+    wanted = set(cited)
+    group_of: dict[LineIdentity, int] = {}
+    position: dict[LineIdentity, int] = {}
+    at = 0
+    for index, group in enumerate(summary.values):
+        for kl in group.sources:
+            if kl.identity in wanted:
+                group_of.setdefault(kl.identity, index)
+                position.setdefault(kl.identity, at)
+            at += 1
+    first: list[int] = []
     for identity in cited:
-        group = group_of.get(identity)
-        if group is not None and all(group is not g for g in first):
-            first.append(group)
-    return first + [group for group in summary.values if all(group is not g for g in first)]
+        found = group_of.get(identity)
+        if found is not None and found not in first:
+            first.append(found)
+    return first, position
+
+
+def _ordered(summary: KeySummary, first: list[int]) -> list[int]:
+    taken = set(first)
+    return first + [i for i in range(len(summary.values)) if i not in taken]
 
 
 def more_values(groups: Sequence[ValueGroup]) -> str:
@@ -80,40 +101,77 @@ def conflict_message(finding: Finding, detail: ConflictDetail) -> str:
     :func:`ordered_values` in the core's wording (``Conflict.describe``), then
     :func:`more_values` and :data:`NO_SIDE`.
     """
+    return _render(finding, detail).message
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Rendered:
+    """One key's editor rendering, made from one finding of it (see :func:`_render`)."""
+
+    related: tuple[Location, ...]
+    core_message: str
+    cited: tuple[LineIdentity, ...]
+    message: str
+    head: tuple[Location, ...] | None
+    """The first diagnostic's related sources; None when the finding's related locations do
+    not line up with the summary's sources (then they are shown as the core gives them)."""
+    own: dict[LineIdentity, Location]
+    """The related location of each cited source among the listed ones."""
+
+
+_HELD = 256
+_rendered: dict[int, _Rendered] = {}
+"""Renderings by the identity of the core's related tuple (memoised per key, snapshot and
+cited set by ``grounding_core.verify``), so a keystroke re-renders nothing of a key with
+1,300 values; at most :data:`_HELD` (then it starts over). Worker threads share it: a race
+only renders twice."""
+
+
+def _render(finding: Finding, detail: ConflictDetail) -> _Rendered:
+    held = _rendered.get(id(finding.related))
+    if (held is not None and held.related is finding.related and held.core_message is finding.message
+            and held.cited == detail.cited):
+        return held
     summary = detail.summary
+    first, position = _cited_groups(summary, detail.cited)
+    order = _ordered(summary, first)
     if len(summary.values) <= MAX_VALUES_NAMED:
-        return finding.message
-    ordered = ordered_values(summary, detail.cited)
-    named = KeySummary(summary.key, summary.total_lines, tuple(ordered[:MAX_VALUES_NAMED]))
-    subject, name = summary.key
-    return Conflict(subject, name, named).describe() + more_values(ordered[MAX_VALUES_NAMED:]) + NO_SIDE
+        message = finding.message
+    else:
+        named = KeySummary(summary.key, summary.total_lines,
+                           tuple(summary.values[i] for i in order[:MAX_VALUES_NAMED]))
+        subject, name = summary.key
+        message = (Conflict(subject, name, named).describe()
+                   + more_values([summary.values[i] for i in order[MAX_VALUES_NAMED:]]) + NO_SIDE)
+    related = finding.related
+    starts = [0]
+    for group in summary.values:
+        starts.append(starts[-1] + len(group.sources))
+    head: tuple[Location, ...] | None = None
+    own: dict[LineIdentity, Location] = {}
+    if starts[-1] == len(related):
+        own = {identity: related[at] for identity, at in position.items()}
+        named_at = {at for i in order[:MAX_VALUES_NAMED] for at in range(starts[i], starts[i + 1])}
+        picked = [position[identity] for identity in dict.fromkeys(detail.cited)
+                  if identity in position and position[identity] in named_at]
+        chosen = set(picked)
+        picked += [at for i in order[:MAX_VALUES_NAMED] for at in range(starts[i], starts[i + 1])
+                   if at not in chosen]
+        head = tuple(related[at] for at in picked[:MAX_RELATED_SOURCES])
+    rendered = _Rendered(related, finding.message, detail.cited, message, head, own)
+    if len(_rendered) >= _HELD:
+        _rendered.clear()
+    _rendered[id(related)] = rendered
+    return rendered
 
 
-def _sources(finding: Finding, detail: ConflictDetail) -> dict[LineIdentity, Location] | None:
-    """The finding's related locations by the identity of the source each names, or None when
-    they do not line up with the summary's sources (then the finding is shown as it is).
-    """
-    lines = [kl.identity for group in detail.summary.values for kl in group.sources]
-    if len(lines) != len(finding.related):
-        return None
-    return dict(zip(lines, finding.related, strict=True))
-
-
-def key_related(detail: ConflictDetail, sources: dict[LineIdentity, Location],
-                limit: int = MAX_RELATED_SOURCES) -> tuple[Location, ...]:
+def key_related(finding: Finding, detail: ConflictDetail) -> tuple[Location, ...] | None:
     """The related sources of a key's first diagnostic: the draft's cited sources first (draft
-    order), then up to 5 per value for the values the message names, at most ``limit``.
+    order), then up to 5 per value for the values the message names, at most
+    :data:`MAX_RELATED_SOURCES`; None when the finding's related locations do not line up
+    with its summary's sources.
     """
-    ordered = ordered_values(detail.summary, detail.cited)[:MAX_VALUES_NAMED]
-    named = {kl.identity for group in ordered for kl in group.sources}
-    picked: dict[LineIdentity, Location] = {}
-    for identity in detail.cited:
-        if identity in named and identity in sources:
-            picked.setdefault(identity, sources[identity])
-    for group in ordered:
-        for kl in group.sources:
-            picked.setdefault(kl.identity, sources[kl.identity])
-    return tuple(picked.values())[:limit]
+    return _render(finding, detail).head
 
 
 def editor_conflicts(findings: Sequence[Finding]) -> list[ConflictRendering]:
@@ -121,32 +179,29 @@ def editor_conflicts(findings: Sequence[Finding]) -> list[ConflictRendering]:
     :class:`~grounding_core.model.ConflictDetail` gets :func:`conflict_message`; the first of
     its key (in the order given: document order) gets :func:`key_related`, each later one only
     its own cited source (if it is among the key's listed sources) and ``first`` = the span of
-    the first. Other findings pass unchanged. Cost: per key, its summary's listed sources.
+    the first. Other findings pass unchanged. Cost: per key, one pass over its summary's
+    listed sources when the core's related tuple is new, else nothing.
     """
     out: list[ConflictRendering] = []
     firsts: dict[ConflictKey, Span] = {}
-    messages: dict[ConflictKey, str] = {}
     for finding in findings:
         detail = finding.conflict
         if detail is None or finding.name != "field-conflict":
             out.append(ConflictRendering(finding))
             continue
-        key = detail.summary.key
-        message = messages.get(key)
-        if message is None:
-            message = messages[key] = conflict_message(finding, detail)
-        sources = _sources(finding, detail)
-        if sources is None:
-            out.append(ConflictRendering(dataclasses.replace(finding, message=message)))
+        rendered = _render(finding, detail)
+        if rendered.head is None:
+            out.append(ConflictRendering(dataclasses.replace(finding, message=rendered.message)))
             continue
+        key = detail.summary.key
         first = firsts.get(key)
         if first is None:
             firsts[key] = finding.span
-            related = key_related(detail, sources)
-            out.append(ConflictRendering(dataclasses.replace(finding, message=message, related=related)))
+            out.append(ConflictRendering(dataclasses.replace(finding, message=rendered.message,
+                                                             related=rendered.head)))
             continue
-        own = sources.get(detail.own) if detail.own is not None else None
-        out.append(ConflictRendering(dataclasses.replace(finding, message=message,
+        own = rendered.own.get(detail.own) if detail.own is not None else None
+        out.append(ConflictRendering(dataclasses.replace(finding, message=rendered.message,
                                                          related=(own,) if own is not None else ()),
                                      first))
     return out
