@@ -152,7 +152,7 @@ async def test_hover_and_code_actions_on_a_conflict_still_answer(client: Recordi
         text_document=types.TextDocumentIdentifier(uri=uri),
         position=types.Position(second.range.start.line, second.range.start.character + 1)))
     assert hover is not None and isinstance(hover.contents, types.MarkupContent)
-    assert "conflict" in hover.contents.value and "v07" in hover.contents.value
+    assert "`v07@1:5`" in hover.contents.value and f"> 5 | - 活动时间：{value(7)}" in hover.contents.value
     actions = await client.text_document_code_action_async(types.CodeActionParams(
         text_document=types.TextDocumentIdentifier(uri=uri), range=second.range,
         context=types.CodeActionContext(diagnostics=[second])))
