@@ -27,7 +27,7 @@ from grounding_core.conflicts import Conflict
 from grounding_core.index import ConflictKey, KeySummary, LineIdentity, ValueGroup
 from grounding_core.model import ConflictDetail, Finding, Location, Span
 
-__all__ = ["MAX_VALUES_NAMED", "NO_SIDE", "ConflictRendering", "conflict_message", "editor_conflicts", "key_related",
+__all__ = ["MAX_VALUES_NAMED", "NO_SIDE", "ConflictRendering", "conflict_message", "editor_conflicts",
            "more_values", "ordered_values"]
 
 MAX_VALUES_NAMED = 20
@@ -128,7 +128,7 @@ only renders twice."""
 
 
 def _render(finding: Finding, detail: ConflictDetail) -> _Rendered:
-    held = _rendered.get(id(finding.related))
+    held = _rendered.get(id(finding.related)) if finding.related else None  # () is one shared object
     if (held is not None and held.related is finding.related and held.core_message is finding.message
             and held.cited == detail.cited):
         return held
@@ -159,25 +159,18 @@ def _render(finding: Finding, detail: ConflictDetail) -> _Rendered:
                    if at not in chosen]
         head = tuple(related[at] for at in picked[:MAX_RELATED_SOURCES])
     rendered = _Rendered(related, finding.message, detail.cited, message, head, own)
-    if len(_rendered) >= _HELD:
-        _rendered.clear()
-    _rendered[id(related)] = rendered
+    if related:
+        if len(_rendered) >= _HELD:
+            _rendered.clear()
+        _rendered[id(related)] = rendered
     return rendered
-
-
-def key_related(finding: Finding, detail: ConflictDetail) -> tuple[Location, ...] | None:
-    """The related sources of a key's first diagnostic: the draft's cited sources first (draft
-    order), then up to 5 per value for the values the message names, at most
-    :data:`MAX_RELATED_SOURCES`; None when the finding's related locations do not line up
-    with its summary's sources.
-    """
-    return _render(finding, detail).head
 
 
 def editor_conflicts(findings: Sequence[Finding]) -> list[ConflictRendering]:
     """Every finding as the editor shows it, in order: a GR108 finding that carries its
     :class:`~grounding_core.model.ConflictDetail` gets :func:`conflict_message`; the first of
-    its key (in the order given: document order) gets :func:`key_related`, each later one only
+    its key (in the order given: document order) gets the key's related sources (the draft's
+    cited sources first, then up to 5 per named value, at most :data:`MAX_RELATED_SOURCES`), each later one only
     its own cited source (if it is among the key's listed sources) and ``first`` = the span of
     the first. Other findings pass unchanged. Cost: per key, one pass over its summary's
     listed sources when the core's related tuple is new, else nothing.

@@ -22,7 +22,7 @@ from grounding_core.model import Finding
 from grounding_core.workspace import Workspace
 from server.convert import MAX_RELATED, SAME_CONFLICT, lsp_diagnostics
 from server.positions import PositionCodec
-from server.render.conflicts import MAX_VALUES_NAMED, NO_SIDE, editor_conflicts, ordered_values
+from server.render.conflicts import MAX_VALUES_NAMED, NO_SIDE, conflict_message, editor_conflicts, ordered_values
 from tests.support.workspace import build_workspace, sha256
 
 TODAY = dt.date(2026, 6, 1)
@@ -81,6 +81,7 @@ def test_a_key_with_25_values_names_20_the_cited_ones_first(workspace: Workspace
     shown = [r.finding for r in editor_conflicts(findings)]
     message = shown[0].message
     assert {r.message for r in shown} == {message}  # one message per key
+    assert findings[2].conflict is not None and conflict_message(findings[2], findings[2].conflict) == message
     assert message.startswith("active sources disagree on '活动时间' for subject '开放日': "
                               f"'{value(3)}' (1 source) vs '{value(7)}' (1 source) vs '周四16:30' (2 sources)"
                               f" vs '{value(1)}' (1 source) vs '{value(2)}' (1 source) vs '{value(4)}'")
