@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .index import KeySummary
 
 
 class Severity(str, Enum):
@@ -138,6 +142,9 @@ class Finding:
     also: tuple[Edit, ...] = ()
     """Edits that belong to ``fix`` and are applied with it (a re-anchor also updates the
     draft's context units, issue 12); never without it."""
+    conflict: ConflictDetail | None = field(default=None, compare=False, repr=False)
+    """A draft's ``field-conflict`` (GR108) only: what it is about, for a renderer that shows
+    less than the whole message (the editor, ``server/render/conflicts.py``); not compared."""
 
     @property
     def rule(self) -> Rule:
@@ -150,6 +157,22 @@ class Finding:
     @property
     def effective_severity(self) -> Severity:
         return self.severity or RULES[self.name].severity
+
+
+@dataclass(frozen=True, slots=True)
+class ConflictDetail:
+    """The key behind a draft's ``field-conflict`` finding (SPEC §7.4, §15).
+
+    ``summary`` is the key's summary the message was made from (every value with its count
+    and at most 5 sources, the draft's cited ones first); the finding's ``related`` lists
+    exactly those sources, in that order (value by value). ``cited`` are the draft's cited
+    lines of this key, (doc_id, version, 1-based line), in draft order; ``own`` the line this
+    finding's citation cites (None on the ``fields`` item).
+    """
+
+    summary: KeySummary
+    cited: tuple[tuple[str, int, int], ...]
+    own: tuple[str, int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from .edits import with_context_edits
 from .evidence import EvidenceDocument, parse_field_line, split_marker
 from .images import is_image_path
 from .index import ConflictKey, IndexSnapshot, VersionRecord
-from .model import FIRST_LINE, Claim, DraftReport, Edit, FieldLine, Finding, Location, Span, Status
+from .model import FIRST_LINE, Claim, ConflictDetail, DraftReport, Edit, FieldLine, Finding, Location, Span, Status
 from .text import (
     describe_difference,
     has_letter_or_digit,
@@ -867,11 +867,12 @@ def _gate(draft: ParsedDraft, results: list[_ClaimResult], keys: _Keys, state: I
                 " status is 'conflict'. Grounding never picks a side.")
         if conflict.field in field_spans and key in required:
             findings.append(Finding("field-conflict", field_spans[conflict.field], message, hint=hint,
-                                    related=related))
+                                    related=related, conflict=ConflictDetail(conflict.summary, cited_here)))
         for r in results:
             if (r.subject, r.field) == key and r.field is not None and r.line_text is not None:
                 findings.append(Finding("field-conflict", r.claim.citation_span, message, hint=hint,
-                                        related=related, citation=r.cited_id))
+                                        related=related, citation=r.cited_id,
+                                        conflict=ConflictDetail(conflict.summary, cited_here, r.identity)))
     return gate
 
 

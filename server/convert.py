@@ -17,10 +17,11 @@ from lsprotocol import types
 from grounding_core.complete import Completions, Entry
 from grounding_core.model import Edit, Finding, Location, Severity, Span
 from server.positions import PositionCodec
+from server.render.conflicts import editor_conflicts
 
 __all__ = [
     "DRAFT_MORE", "EVIDENCE_MORE", "MAX_CONVERTED", "MAX_DIAGNOSTICS", "MAX_RELATED", "MAX_RELATED_LISTS",
-    "SEVERITIES", "SOURCE",
+    "SAME_CONFLICT", "SEVERITIES", "SOURCE",
     "LinesOf", "RelatedLists", "RelatedOf", "UriOf",
     "lsp_completion_item", "lsp_completion_list", "lsp_diagnostic", "lsp_diagnostics", "lsp_hover",
     "lsp_line_location", "lsp_location", "lsp_range", "lsp_related", "lsp_workspace_edit", "span_from_json",
@@ -133,14 +134,21 @@ DRAFT_MORE = "run 'grounding check' on this draft to see them all."
 EVIDENCE_MORE = "run 'grounding conflicts' and 'grounding index' to see them all."
 
 
+SAME_CONFLICT = "same conflict as line {line}: its sources are listed there"
+"""The related location a later GR108 diagnostic of a key has at the key's first one (1-based line)."""
+
+
 def lsp_diagnostics(findings: Sequence[Finding], lines: Sequence[str], codec: PositionCodec, uri_of: UriOf,
                     lines_of: LinesOf, related_info: bool = True, limit: int = MAX_DIAGNOSTICS,
                     more: str = DRAFT_MORE,
                     locations: MutableMapping[Location, types.Location] | None = None,
-                    related_lists: RelatedLists | None = None) -> list[types.Diagnostic]:
+                    related_lists: RelatedLists | None = None, uri: str | None = None) -> list[types.Diagnostic]:
     """The diagnostics of one file: at most ``limit`` findings (the most severe, in their
     order), plus one information item at 1:1 counting the ones left out (``more`` says where
-    to see them). ``locations`` keeps converted related locations across calls (it must be
+    to see them). With the file's own ``uri`` (a draft), ``field-conflict`` findings are shown
+    the editor's way (:func:`server.render.conflicts.editor_conflicts`: at most 20 values named;
+    a key's related sources on its first diagnostic, a later one points at the first with
+    :data:`SAME_CONFLICT`). ``locations`` keeps converted related locations across calls (it must be
     for the same ``uri_of``, ``codec`` and files; at most :data:`MAX_CONVERTED` are kept);
     ``related_lists`` keeps whole converted ``relatedInformation`` lists the same way, by
     the findings' related tuples (a draft's conflict findings carry the same ones on every
@@ -179,8 +187,20 @@ def lsp_diagnostics(findings: Sequence[Finding], lines: Sequence[str], codec: Po
             return found
 
         related_of = related_once
-    out = [lsp_diagnostic(f, lines, codec, uri_of, lines_once, related_info, location_once, related_of)
-           for f in shown]
+    if uri is None:
+        out = [lsp_diagnostic(f, lines, codec, uri_of, lines_once, related_info, location_once, related_of)
+               for f in shown]
+    else:
+        out = []
+        for shown_as in editor_conflicts(shown):
+            diagnostic = lsp_diagnostic(shown_as.finding, lines, codec, uri_of, lines_once, related_info,
+                                        location_once, related_of)
+            if shown_as.first is not None and related_info:
+                first = types.DiagnosticRelatedInformation(
+                    location=types.Location(uri=uri, range=lsp_range(shown_as.first, lines, codec)),
+                    message=SAME_CONFLICT.format(line=shown_as.first.start_line + 1))
+                diagnostic.related_information = [*(diagnostic.related_information or ()), first]
+            out.append(diagnostic)
     if len(findings) > len(shown):
         out.append(types.Diagnostic(
             range=types.Range(types.Position(0, 0), types.Position(0, 0)),

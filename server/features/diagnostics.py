@@ -127,12 +127,14 @@ def draft_diagnostics(result: DraftResult, view: IndexView, related: bool,
     """The LSP diagnostics of one result (worker thread: may read evidence files for the
     ranges of related locations). ``related``: the client shows related information;
     ``converted`` keeps the related locations converted for this view across keystrokes.
+    Conflicts (GR108) are shown the editor's way (``server.render.conflicts``).
     """
     root = view.config.root
     return lsp_diagnostics(result.report.findings, result.document.lines, result.document.codec,
                            view.root_uri, lambda rel: file_lines(str(root / rel)), related,
                            locations=converted.for_view(view.epoch) if converted is not None else None,
-                           related_lists=converted.lists_for_view(view.epoch) if converted is not None else None)
+                           related_lists=converted.lists_for_view(view.epoch) if converted is not None else None,
+                           uri=result.uri)
 
 
 def recheck_open_drafts(session: Session) -> None:
