@@ -642,8 +642,11 @@ def ime_slip(id_text: str) -> tuple[str, int] | None:
     """An id that is valid once its input-method slips are undone: ``(fixed id, offset)``.
 
     Slips: a full-width ``＠`` before the version, a full-width ``：`` before the line, and
-    full-width digits in the version or line (``schedule＠2：６`` -> ``schedule@2:6``). The doc_id
-    is never changed (full-width characters are allowed in it). ``offset`` is the 0-based
+    full-width digits in the version or line (``schedule＠2：６`` -> ``schedule@2:6``); in an
+    image region id, ``＠`` and the version's digits (``shapes＠１#r1`` -> ``shapes@1#r1``; what
+    follows ``#`` is not rewritten: :func:`~grounding_core.image_claims.parse_region_id` names a
+    full-width ``＃`` or digit there, a usage error for ``grounding cite``). The
+    doc_id is never changed (full-width characters are allowed in it). ``offset`` is the 0-based
     code-point offset of the first slip in ``id_text``. None when the id is fine as it is or
     is wrong in another way.
     """
@@ -651,8 +654,12 @@ def ime_slip(id_text: str) -> tuple[str, int] | None:
     if at <= 0:
         return None
     fixed = id_text[:at] + "@" + "".join(_ASCII_FORMS.get(ch, ch) for ch in id_text[at + 1:])
-    if fixed == id_text or ID_RE.fullmatch(fixed) is None:
+    if fixed == id_text:
         return None
+    if ID_RE.fullmatch(fixed) is None:  # a region id: only '＠' and the version's digits are slips
+        cut = fixed.find("#")
+        if cut < 0 or fixed[cut:] != id_text[cut:] or image_claims.parse_region_id(fixed)[0] is None:
+            return None
     first = next(i for i, (a, b) in enumerate(zip(id_text, fixed, strict=True)) if a != b)
     return fixed, first
 

@@ -109,6 +109,9 @@ def _region_number_problem(doc_id: str, version: str, number: str) -> str:
         return f"regions are numbered from r1 (in reading order); there is no r{number}"
     if re.fullmatch(r"0+[1-9][0-9]*", number):
         return f"the region number {shown} has a leading zero; write {doc_id}@{version}#r{number.lstrip('0')}"
+    if re.fullmatch(r"[1-9][0-9]{18,}", number):  # a positive integer, but no image has that many regions
+        return (f"the region number {shown} ({len(number)} digits) is too large: regions are numbered"
+                f" r1, r2, … in reading order; list them with `grounding cite {doc_id}@{version}`")
     head = re.match(r"[1-9][0-9]*", number)
     if head is not None and number[head.end():head.end() + 1] == ":":
         return (f"a region is cited without a line: write {doc_id}@{version}#r{head[0]} (the quote names"

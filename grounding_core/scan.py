@@ -68,7 +68,11 @@ class TooLarge(OSError):
     """An evidence file over :data:`MAX_EVIDENCE_BYTES`; ``strerror`` names its size."""
 
     def __init__(self, size: int) -> None:
-        super().__init__(errno.EFBIG, f"it is {_size(size)}, over the {_size(MAX_EVIDENCE_BYTES)} limit for"
+        limit = _size(MAX_EVIDENCE_BYTES)
+        shown, exact = _size(size), ""
+        if shown == limit:  # just over: "64.0 MB, over the 64.0 MB limit" would read as no excess
+            shown, exact = f"{size:,} bytes", f" ({MAX_EVIDENCE_BYTES:,} bytes)"
+        super().__init__(errno.EFBIG, f"it is {shown}, over the {limit} limit{exact} for"
                          " evidence files, so it was not read (split it into smaller documents)")
 
 

@@ -60,6 +60,7 @@ from grounding_core.config import Config
 from grounding_core.drafts import ParsedDraft, draft_kind
 from grounding_core.index import IndexSnapshot
 from grounding_core.model import DraftReport, Location
+from grounding_core.scan import Unstable, read_stable
 from grounding_core.text import split_lines
 from grounding_core.workspace import Workspace
 from server.documents import DocumentSnapshot, GroundingWorkspace
@@ -360,7 +361,9 @@ class Foreground:
 class FileLines:
     """Lines (no terminators) of files on disk, by path and mtime; a bounded LRU shared by the
     worker threads (thread-safe). Used only where a finding's related location does not carry
-    its line text (draft findings naming evidence lines).
+    its line text (draft findings naming evidence lines). A file the scanner would refuse (a
+    FIFO, device or folder; over :data:`~grounding_core.scan.MAX_EVIDENCE_BYTES`) or one that
+    changes while read has no lines: ``()``.
     """
 
     def __init__(self, size: int = 256) -> None:
@@ -378,11 +381,11 @@ class FileLines:
             if found is not None:
                 self._lines[key] = found  # most recently used last
                 return found
-        try:
-            with open(path, "rb") as handle:
-                text = handle.read().decode("utf-8", errors="replace")
-        except OSError:
+        try:  # as the scanner reads: a FIFO (opened without blocking) or a file over 64 MiB is never read
+            data, _ = read_stable(path, attempts=1)
+        except (OSError, Unstable):
             return ()
+        text = data.decode("utf-8", errors="replace")
         found = tuple(split_lines(text[1:] if text.startswith("\ufeff") else text))
         with self._lock:
             self._lines[key] = found

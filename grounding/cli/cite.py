@@ -83,11 +83,12 @@ def _undo_ime_slip(verifier: Verifier, target: str | None) -> str | None:
     """
     from grounding_core.cite import parse_target
     from grounding_core.drafts import ime_slip
+    from grounding_core.image_claims import parse_region_id
 
     if not target or verifier.evidence_path(target) is not None:
         return target
     slip = ime_slip(target.strip())
-    fixed = parse_target(slip[0]) if slip is not None else None
+    fixed = (parse_target(slip[0]) or parse_region_id(slip[0])[0]) if slip is not None else None
     if slip is None or fixed is None or not verifier.state.versions(fixed.doc_id):
         return target
     as_written = parse_target(target)

@@ -95,6 +95,7 @@ REFUSED = {  # target -> (exit status, what stderr says)
     "面板🎉@1#r0": (2, "regions are numbered from r1"),
     "面板🎉@1#r02": (2, "has a leading zero; write 面板🎉@1#r2"),
     "面板🎉@1#r２": (2, "full-width digits; write 面板🎉@1#r2"),
+    "面板🎉@1#r" + "9" * 30: (2, "(30 digits) is too large: regions are numbered r1, r2"),
     "面板🎉@1#2": (2, "a region is written #r and its number"),
     "面板🎉@1＃r2": (2, "the full-width '＃'"),
     "面板🎉@1#r1:3": (2, "a region is cited without a line"),
@@ -114,3 +115,21 @@ def test_a_bad_region_id_is_refused_with_what_to_write(
 def test_an_image_line_still_cites_its_region(capsys: pytest.CaptureFixture[str], root: Path) -> None:
     code, out, _ = cite(capsys, root, "面板🎉@1:8")  # r2's 颜色: five lines per region
     assert (code, out) == (0, f'[^1]: 面板🎉@1#r2 sha256:{HEX[:12]} "颜色：蓝色"\n')
+
+
+def test_a_full_width_at_in_a_region_id_is_an_input_method_slip_for_cite_and_check(
+        capsys: pytest.CaptureFixture[str], root: Path) -> None:
+    code, out, err = cite(capsys, root, "面板🎉＠１#r1")
+    assert code == 0 and "read '面板🎉＠１#r1' as 面板🎉@1#r1" in err
+    assert out.splitlines()[2] == f'[^3]: 面板🎉@1#r1 sha256:{HEX[:12]} "颜色：红色"'
+    (root / "answers").mkdir()
+    (root / "answers" / "a.md").write_bytes(
+        ("---\r\nfields: [颜色]\r\n---\r\n按钮是红色的[^1]。\r\n\r\n"
+         f'[^1]: 面板🎉＠1#r1 sha256:{HEX[:12]} "颜色：红色"\r\n').encode())
+    cli.main(["check", "--root", str(root), "--format", "json", "answers/a.md"])
+    [malformed] = [d for d in json.loads(capsys.readouterr().out)["drafts"][0]["diagnostics"]
+                   if d["name"] == "malformed-citation"]
+    assert "U+FF20 FULLWIDTH COMMERCIAL AT" in malformed["message"] and "column 10" in malformed["message"]
+    assert malformed["fix"]["new_text"] == "面板🎉@1#r1"
+    assert cli.main(["check", "--root", str(root), "--fix", "answers/a.md"]) == 0
+    assert "[^1]: 面板🎉@1#r1 sha256:" in (root / "answers" / "a.md").read_text(encoding="utf-8")

@@ -293,3 +293,11 @@ def test_a_stale_citation_whose_newer_version_is_revoked_says_so(tmp_path: Path)
     (stale,) = [d for d in report["drafts"][0]["diagnostics"] if d["name"] == "stale-citation"]
     assert "version 2 of 'schedule' is newer and not active either (it is revoked" in stale["message"]
     assert "is current" not in stale["message"]
+
+
+def test_a_file_just_over_the_size_limit_says_by_how_many_bytes() -> None:
+    from grounding_core.scan import MAX_EVIDENCE_BYTES, TooLarge
+
+    message = TooLarge(MAX_EVIDENCE_BYTES + 3).strerror
+    assert message.startswith("it is 67,108,867 bytes, over the 64.0 MB limit (67,108,864 bytes)"), message
+    assert TooLarge(3 << 30).strerror.startswith("it is 3.0 GB, over the 64.0 MB limit for evidence files")

@@ -13,6 +13,7 @@ from pathlib import Path
 from grounding_core.scan import MAX_EVIDENCE_BYTES
 from server.features import evidence
 from tests.support.inprocess import in_process
+from tests.support.recorder import WAIT_SECONDS
 from tests.support.workspace import write_files
 
 SCHEDULE = "---\r\ndoc_id: schedule\r\n---\r\n- 活动时间：周四16:30 🎉\r\n- 地点：礼堂𠮷\r\n"
@@ -55,3 +56,30 @@ async def test_the_diagnostic_of_a_huge_evidence_file_names_the_limit(tmp_path: 
         [diagnostic] = published.diagnostics
         assert "65.0 MB" in diagnostic.message and "64.0 MB limit" in diagnostic.message
         assert (diagnostic.range.start.line, diagnostic.range.start.character) == (0, 0)
+
+
+def test_the_line_cache_reads_no_fifo_and_no_file_over_the_limit(tmp_path: Path) -> None:
+    """``server.session.FileLines`` (the lines of related locations: other conflicting files, a
+    draft finding's evidence line) reads as the scanner reads: an indexed file replaced by a
+    FIFO since its scan would block a reader thread forever, and one grown past the limit
+    would be read whole.
+    """
+    import os
+    import threading
+
+    from server.session import FileLines
+
+    (tmp_path / "small.md").write_bytes(SCHEDULE.encode())
+    os.mkfifo(tmp_path / "管道.md")
+    sparse(tmp_path / "huge.md", MAX_EVIDENCE_BYTES + 1)
+    lines = FileLines()
+    got: list[tuple[str, ...]] = []
+    reader = threading.Thread(target=lambda: got.append(lines(str(tmp_path / "管道.md"))), daemon=True)
+    reader.start()
+    reader.join(WAIT_SECONDS)
+    if reader.is_alive():  # release the blocked open so the test run goes on
+        os.close(os.open(tmp_path / "管道.md", os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(WAIT_SECONDS)
+    assert got == [()], "FileLines blocked on a FIFO"
+    assert lines(str(tmp_path / "huge.md")) == ()
+    assert lines(str(tmp_path / "small.md"))[3] == "- 活动时间：周四16:30 🎉"
