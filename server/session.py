@@ -60,7 +60,7 @@ from grounding_core.config import Config
 from grounding_core.drafts import ParsedDraft, draft_kind
 from grounding_core.index import IndexSnapshot
 from grounding_core.model import DraftReport, Location
-from grounding_core.scan import Unstable, read_stable
+from grounding_core.scan import Unstable, read_inside, read_stable
 from grounding_core.text import split_lines
 from grounding_core.workspace import Workspace
 from server.documents import DocumentSnapshot, GroundingWorkspace
@@ -363,11 +363,14 @@ class FileLines:
     worker threads (thread-safe). Used only where a finding's related location does not carry
     its line text (draft findings naming evidence lines). A file the scanner would refuse (a
     FIFO, device or folder; over :data:`~grounding_core.scan.MAX_EVIDENCE_BYTES`) or one that
-    changes while read has no lines: ``()``.
+    changes while read has no lines: ``()``. With ``inside`` set (the evidence root, absolute and
+    resolved; :meth:`Session.install` sets it), a path whose real path (symlinks resolved) is
+    outside it has no lines either (SPEC §2: nothing outside the workspace is read).
     """
 
-    def __init__(self, size: int = 256) -> None:
+    def __init__(self, size: int = 256, inside: Path | None = None) -> None:
         self.size = size
+        self.inside = inside
         self._lines: dict[tuple[str, int], tuple[str, ...]] = {}
         self._lock = threading.Lock()
 
@@ -382,7 +385,10 @@ class FileLines:
                 self._lines[key] = found  # most recently used last
                 return found
         try:  # as the scanner reads: a FIFO (opened without blocking) or a file over 64 MiB is never read
-            data, _ = read_stable(path, attempts=1)
+            if self.inside is None:
+                data, _ = read_stable(path, attempts=1)
+            else:
+                data, _ = read_inside(self.inside, Path(path), attempts=1)
         except (OSError, Unstable):
             return ()
         text = data.decode("utf-8", errors="replace")
@@ -628,9 +634,9 @@ class Session:
         evidence root); None asks for a full walk (so the first scan is one)."""
         self.scan_wanted = False
         self.file_lines = FileLines()
+        """Lines of files on disk for related locations (see :class:`FileLines`)."""
         self.related_locations = RelatedLocations()
         """Converted related locations of draft diagnostics, per view (see the class)."""
-        """Lines of files on disk for related locations (see :class:`FileLines`)."""
         self.index_status: dict[str, Any] = {}
         """Where the index lives, for ``grounding/status``: ``Store.describe()`` (backend,
         location, role) plus ``fallback`` (why a shared index was replaced by the local SQLite
@@ -682,6 +688,7 @@ class Session:
     def install(self, workspace: Workspace) -> None:
         """Make ``workspace`` the session's; scans of the previous one are dropped."""
         self.workspace = workspace
+        self.file_lines = FileLines(inside=workspace.config.evidence_root)
         self.epoch += 1
 
     def set_snapshot(self, snapshot: IndexSnapshot) -> IndexView:

@@ -83,3 +83,24 @@ def test_the_line_cache_reads_no_fifo_and_no_file_over_the_limit(tmp_path: Path)
     assert got == [()], "FileLines blocked on a FIFO"
     assert lines(str(tmp_path / "huge.md")) == ()
     assert lines(str(tmp_path / "small.md"))[3] == "- 活动时间：周四16:30 🎉"
+
+
+async def test_the_line_cache_reads_nothing_a_symlink_points_to_outside_the_evidence(tmp_path: Path) -> None:
+    """An indexed evidence file replaced by a symlink out of the workspace before the next scan
+    (found by the adversarial pass): the related-location line cache of the workspace's session
+    gives it no lines, as the scanner would refuse it (SPEC §2), while the files inside still
+    have theirs. Without the containment the outside file's lines were returned.
+    """
+    outside = tmp_path / "outside"
+    write_files(outside, {"secret.md": "- 密码：hunter2 🎉\r\n"})
+    ws = tmp_path / "ws"
+    write_files(ws, {"grounding.toml": 'today = "2026-05-01"\n', "evidence/schedule.md": SCHEDULE,
+                     "evidence/b.md": SCHEDULE.replace("schedule", "b")})
+    async with in_process(ws) as here:
+        lines = here.session.file_lines
+        evidence_root = (ws / "evidence").resolve()
+        assert lines.inside == evidence_root
+        (ws / "evidence" / "b.md").unlink()
+        (ws / "evidence" / "b.md").symlink_to(outside / "secret.md")
+        assert lines(str(ws / "evidence" / "b.md")) == ()
+        assert lines(str(ws / "evidence" / "schedule.md"))[3] == "- 活动时间：周四16:30 🎉"
