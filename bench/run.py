@@ -501,7 +501,8 @@ def worker_warm(root: Path, edits: int) -> dict[str, Any]:
     # one-megabyte sentence, one that holds no known term and one that holds the value
     value = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(333_334))  # 1 MB of UTF-8
     long_path = ws.config.evidence_root / "bench-long-value.md"
-    long_path.write_text(f"- Bench long value：{value}\n", encoding="utf-8")
+    separator = ws.config.field_separators[0]  # the workspace's own (Debian's is ":")
+    long_path.write_text(f"- Bench long value{separator}{value}\n", encoding="utf-8")
     try:
         time.sleep(SETTLE_NS / 1e9 + 0.02)
         snapshot = ws.scan(paths=["bench-long-value.md"]).snapshot
