@@ -138,9 +138,10 @@ async def _refresh_loop(session: Session) -> None:
             await asyncio.sleep(0)
         else:
             state.snapshot, state.epoch = view.snapshot, view.epoch
-    # a refresh of many files leaves most of its heap free: give it back (server/heap.py)
+    # a refresh of many files leaves most of its heap free: collect once, freeze what stays
+    # (automatic full collections then skip it) and give free pages back (server/heap.py)
     await session.foreground.wait()
-    await session.readers.run(heap.trim)
+    await session.readers.run(heap.settle)
 
 
 async def _drafts_first(session: Session) -> None:
