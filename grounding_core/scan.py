@@ -305,6 +305,10 @@ def _consider(config: Config, root: Path, full: str, rel: str, listing: Listing,
         except OSError:
             return
     if not stat_mod.S_ISREG(st.st_mode):
+        if not stat_mod.S_ISDIR(st.st_mode):  # a FIFO, socket or device named like evidence
+            listing.refused[rel] = file_finding(
+                "unreadable-evidence", f"{_kind(st.st_mode)}, not a regular file; never read",
+                "Replace it with a regular file, or move it out of the evidence folder.")
         return
     key = (st.st_dev, st.st_ino)
     if key in inodes and inodes[key] != rel:

@@ -115,3 +115,24 @@ def test_a_nul_byte_in_a_configured_path_is_a_configuration_error(tmp_path: Path
     (tmp_path / "grounding.toml").write_text('evidence = "ev\\u0000x"\n', encoding="utf-8")
     with pytest.raises(ConfigError, match="NUL"):
         load_config(tmp_path)
+
+
+def test_a_fifo_named_like_evidence_is_unreadable_evidence_and_never_opened(tmp_path: Path) -> None:
+    """A named pipe in the evidence folder (found by the adversarial pass: it was skipped
+    without a word, also when it replaced an indexed file) is reported as unreadable-evidence
+    naming what it is, in a full walk and in a rescan of its path; it is never opened (opening
+    a FIFO for reading would block) and the other documents stay indexed.
+    """
+    ws = workspace(tmp_path, {"evidence/s.md": EVIDENCE, "evidence/管道🎉.md": "- 地点：礼堂\r\n"})
+    assert ws.scan().evidence["管道🎉.md"] == []  # indexed first
+    (tmp_path / "evidence" / "管道🎉.md").unlink()
+    os.mkfifo(tmp_path / "evidence" / "管道🎉.md")
+    for result in (ws.scan(paths=["管道🎉.md"]), ws.scan()):
+        [finding] = result.evidence["管道🎉.md"]
+        assert finding.name == "unreadable-evidence" and "named pipe (FIFO)" in finding.message
+    assert "s" in ws.store.state.doc_ids()
+    proc = _cli("check", "--root", str(tmp_path), "--format", "json")
+    assert proc.returncode in (0, 1), proc.stderr
+    report = json.loads(proc.stdout)
+    [entry] = [e for e in report["evidence"] if e["path"].endswith("管道🎉.md")]
+    assert [d["name"] for d in entry["diagnostics"]] == ["unreadable-evidence"]
