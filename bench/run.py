@@ -72,6 +72,8 @@ ROWS: list[tuple[str, str, str]] = [
     ("one_file", "one file changed: re-index + re-check draft", "<= 20 ms"),
     ("warm", "warm start, nothing changed (new process)", "<= 0.5 s"),
     ("cold", "cold index, usable for checks (x floor)", "<= 10x floor"),
+    ("storage_floor", "storage floor: the same rows into the same schema (executemany)",
+     "(cold cpu as x parse + storage floors)"),
     ("fts", "full-text rows, built after (background)", ""),
     ("first_check", "first check after start", "<= 50 ms"),
     ("first_check_floor", "first check floor: bare read of the checked keys' rows", "(first check as x floor)"),
@@ -179,6 +181,67 @@ def parse_floor_seconds(root: Path) -> float:
             continue
         doc.field_lines  # noqa: B018  (the field lines are computed on first access)
     return time.process_time() - c0
+
+
+def storage_floor(db: Path, scratch: Path) -> dict[str, Any]:
+    """The storage floor of the cold index: every row the cold index wrote before it was usable
+    for checks (every table of ``db`` but the FTS5 table and SQLite's own), read back into
+    memory as plain tuples, then inserted into a fresh database of the same schema (the
+    backend's own ``create_schema``, so the two cannot drift; its connection, so the same
+    pragmas: WAL, ``synchronous=NORMAL``, cache and temp store; the source's page size) with
+    one ``executemany`` per table, all in one transaction as the scan writes them, indexes
+    present. What SQLite needs to store those rows and maintain those B-trees, with no Python
+    parse or grouping. Returns wall and CPU seconds (``time.process_time``), the rows and CPU
+    seconds per table (and of the commit: the WAL write) and the file's bytes. The rows stay
+    in bench memory only while they are inserted.
+    """
+    import sqlite3
+
+    from grounding_core.sqlite_backend import SqliteBackend
+
+    source = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    page_size = int(source.execute("PRAGMA page_size").fetchone()[0])
+    tables = [str(r[0]) for r in source.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        " AND name NOT LIKE 'lines_fts%' ORDER BY rowid")]
+    rows = {t: source.execute(f"SELECT * FROM {t}").fetchall() for t in tables}  # noqa: S608
+    source.close()
+    remove_index(scratch)
+    init = sqlite3.connect(scratch)
+    init.execute(f"PRAGMA page_size = {page_size}")  # before the first page is written
+    init.close()
+    backend = SqliteBackend(str(scratch))
+    try:
+        backend.create_schema()
+        conn = backend.writer
+        fresh = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        missing = [t for t in tables if t not in fresh]
+        if missing:
+            raise RuntimeError(f"the backend's schema has no table {missing}: the storage floor drifted")
+        for t in tables:  # create_schema may write rows of its own (meta): the floor starts empty
+            conn.execute(f"DELETE FROM {t}")  # noqa: S608
+        t0, c0 = time.perf_counter(), time.process_time()
+        per_table: dict[str, float] = {}
+        conn.execute("BEGIN IMMEDIATE")
+        for t in tables:
+            if rows[t]:
+                marks = ", ".join("?" * len(rows[t][0]))
+                c1 = time.process_time()
+                conn.executemany(f"INSERT INTO {t} VALUES ({marks})", rows[t])  # noqa: S608
+                per_table[t] = time.process_time() - c1
+        c1 = time.process_time()
+        conn.execute("COMMIT")
+        per_table["COMMIT"] = time.process_time() - c1
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    finally:
+        backend.close()
+    counts = {t: len(r) for t, r in rows.items() if r}
+    del rows
+    out = {"storage_floor_s": wall, "storage_floor_cpu_s": cpu, "storage_floor_rows": counts,
+           "storage_floor_table_cpu_s": per_table,
+           "storage_floor_db_bytes": sum(os.path.getsize(p) for p in scratch.parent.glob(scratch.name + "*"))}
+    remove_index(scratch)
+    return out
 
 
 # --------------------------------------------------------------------------- the draft
@@ -311,6 +374,7 @@ def worker_index(root: Path, iterations: int) -> dict[str, Any]:
     result = ws.scan()
     out["cold_s"] = time.perf_counter() - t0
     out["cold_cpu_s"] = time.process_time() - c0
+    out.update(storage_floor(root / ".grounding" / "index.sqlite", root / ".grounding" / "storage-floor.sqlite"))
     t0, c0 = time.perf_counter(), time.process_time()
     ws.store.build_fts()
     out["fts_s"] = time.perf_counter() - t0
@@ -993,6 +1057,16 @@ def cells(r: dict[str, Any], corpus: corpora.Corpus) -> dict[str, str]:
             + "]" if r.get("cold_cpu_s") and r.get("floor_cpu_s") else "")
 
     put("cold", cold)
+
+    def storage() -> str:
+        wall, cpu_s, cold_cpu, parse_cpu = get("storage_floor_s", "storage_floor_cpu_s", "cold_cpu_s",
+                                               "parse_floor_cpu_s")
+        rows = sum(r.get("storage_floor_rows", {}).values())
+        ratio = cold_cpu / (parse_cpu + cpu_s)
+        return (f"{fmt_s(wall)} [cpu {fmt_s(cpu_s)}] ({rows:,} rows); cold index cpu {fmt_s(cold_cpu)}"
+                f" = {ratio:.2f}x parse {fmt_s(parse_cpu)} + storage {fmt_s(cpu_s)}")
+
+    put("storage_floor", storage)
     put("fts", lambda: fmt_s(get("fts_s")[0]) + cpu("fts_cpu_s"))
     put("first_check", lambda: (fmt_s(get("warm_first_check_s")[0]) + mark(get("warm_first_check_s")[0] <= 0.05)
                                 + cpu("warm_first_check_cpu_s")))
@@ -1500,7 +1574,8 @@ def main(argv: list[str] | None = None) -> int:
                                    "one_file_saw_change", "evidence_publishes", "rss_end", "error",
                                    "messages", "storm_passes", "storm_settle_s", "lsp_from_index",
                                    "edit_samples_s", "lsp_cpu_index_s", "lsp_cpu_change_s", "lsp_cpu_save_s",
-                                   "lsp_cpu_edit_s", "lsp_cpu_storm_s")
+                                   "lsp_cpu_edit_s", "lsp_cpu_storm_s", "storage_floor_rows",
+                                   "storage_floor_table_cpu_s", "storage_floor_db_bytes")
                  if k in r}
         print(f"{corpus.name}: " + json.dumps(extra, ensure_ascii=False, default=str))
     print()
