@@ -100,6 +100,8 @@ refresh runs then)."""
 STORM_TIMEOUT = 300.0
 """Seconds to wait for the storm's index passes (then the row says so and the run goes on)."""
 DEBOUNCE_S = 0.15
+STORAGE_FLOOR_TIMEOUT = 1800.0
+"""Seconds the storage-floor child process may take (reading back and re-inserting every row)."""
 """The server's typing debounce (server/session.py ``DEBOUNCE_SECONDS``)."""
 LSP_INDEX_TIMEOUT = {"gen-1k": 300.0, "gen-10k": 600.0, "gen-30k": 600.0, "debian": 90.0}
 """Seconds to wait for the server's first draft diagnostics (its cold index) per corpus."""
@@ -244,6 +246,11 @@ def storage_floor(db: Path, scratch: Path) -> dict[str, Any]:
     return out
 
 
+def worker_storage(root: Path, _unused: int) -> dict[str, Any]:
+    """The storage floor (:func:`storage_floor`) of the index the index worker just built."""
+    return storage_floor(root / ".grounding" / "index.sqlite", root / ".grounding" / "storage-floor.sqlite")
+
+
 # --------------------------------------------------------------------------- the draft
 
 
@@ -374,7 +381,8 @@ def worker_index(root: Path, iterations: int) -> dict[str, Any]:
     result = ws.scan()
     out["cold_s"] = time.perf_counter() - t0
     out["cold_cpu_s"] = time.process_time() - c0
-    out.update(storage_floor(root / ".grounding" / "index.sqlite", root / ".grounding" / "storage-floor.sqlite"))
+    # in a child process: its rows in memory must not raise this worker's peak RSS (index_rss)
+    out.update(run_worker("storage", root, 0, timeout=STORAGE_FLOOR_TIMEOUT))
     t0, c0 = time.perf_counter(), time.process_time()
     ws.store.build_fts()
     out["fts_s"] = time.perf_counter() - t0
@@ -1491,7 +1499,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.worker:
         phase, root, n = args.worker
-        fn = worker_index if phase == "index" else worker_warm
+        fn = {"index": worker_index, "storage": worker_storage}.get(phase, worker_warm)
         print(json.dumps(fn(Path(root), int(n)), ensure_ascii=False))
         return 0
 
