@@ -98,7 +98,22 @@ def command_object(args: tuple[Any, ...], positional: tuple[str, ...] = ()) -> d
         return {}
     if len(args) <= len(positional):
         return dict(zip(positional, args, strict=False))
+    if len(args) == 1:
+        raise JsonRpcInvalidParams(f"expected one argument object ({{...}}), got {_json_kind(args[0])}")
     raise JsonRpcInvalidParams(f"expected one argument object, got {len(args)} arguments")
+
+
+def _json_kind(value: Any) -> str:
+    """How a JSON value is named in a message: ``null``, ``a string``, ``a number``, ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, (list, tuple)) else type(value).__name__
 
 
 def uri_argument(obj: dict[str, Any], required: bool = True) -> str | None:
