@@ -100,6 +100,17 @@ what the events changed parses every content whose activity changed (1,000 chang
 walk_evidence = scanning.walk_evidence  # re-exported for callers of the old module
 
 
+UPSERT_FILE_ROW = (
+    "INSERT INTO files (path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version,"
+    " problem, findings) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns,"
+    " ctime_ns = excluded.ctime_ns, inode = excluded.inode, sha256 = excluded.sha256,"
+    " doc_id = excluded.doc_id, declared_version = excluded.declared_version,"
+    " problem = excluded.problem, findings = excluded.findings")
+"""Write one ``files`` row (the scan's stat key, hash and findings of a path), replacing the
+path's earlier row (plain SQL both backends run)."""
+
+
 class IndexError_(RuntimeError):
     """The index database cannot be opened or is not a Grounding index."""
 
@@ -603,12 +614,7 @@ class Store:
                     "SELECT path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version, problem,"
                     " findings FROM files").fetchall()
                 conn.executemany(
-                    "INSERT INTO files (path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version,"
-                    " problem, findings) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT (path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns,"
-                    " ctime_ns = excluded.ctime_ns, inode = excluded.inode, sha256 = excluded.sha256,"
-                    " doc_id = excluded.doc_id, declared_version = excluded.declared_version,"
-                    " problem = excluded.problem, findings = excluded.findings",
+                    UPSERT_FILE_ROW,
                     [tuple(r) for r in files])
             self._latest = None
         return ImportResult(appended=appended, already=have, files=len(files))
@@ -1231,12 +1237,7 @@ class _Scan:
                 writes.append(new_row)
             self.rows[path] = new_row
         conn.executemany(
-            "INSERT INTO files (path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version,"
-            " problem, findings) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns,"
-            " ctime_ns = excluded.ctime_ns, inode = excluded.inode, sha256 = excluded.sha256,"
-            " doc_id = excluded.doc_id, declared_version = excluded.declared_version,"
-            " problem = excluded.problem, findings = excluded.findings",
+            UPSERT_FILE_ROW,
             [(r.path, r.size, r.mtime_ns, r.ctime_ns, r.inode, r.sha256, r.doc_id, r.declared_version,
               json.dumps(r.problem, ensure_ascii=False) if r.problem else None,
               json.dumps(list(r.findings), ensure_ascii=False) if r.findings else None) for r in writes])
