@@ -279,20 +279,29 @@ def build_server(root: Path, overrides: dict[str, Any] | None = None, today: dt.
             description="an evidence file (relative to the workspace root), instead of doc_id")] = None,
         search: Annotated[str | None, Field(
             description="text the line contains (within doc_id, or across all active documents)")] = None,
+        region: Annotated[int | None, Field(
+            description="an image region's number N (the rN of DOC_ID@VERSION#rN), with doc_id, instead"
+                        " of line", ge=1)] = None,
         limit: Annotated[int, Field(ge=1, le=200)] = 20,
         today: Today = None,
         wait_for_index: Wait = False,
     ) -> Annotated[CallToolResult, CiteResult]:
         """Paste-ready verified citations of active evidence lines, by doc_id and line, evidence path
-        and line, or search text. Lines that cannot support an answer (blank, front matter, meta
-        fields, inactive or stale documents) are errors that say why.
+        and line, or search text; of an image region's measured attributes by doc_id and region
+        (SPEC §12). Lines that cannot support an answer (blank, front matter, meta fields,
+        inactive or stale documents) are errors that say why.
         """
         def run() -> BaseModel:
             verifier, view, notes = service.view(wait_for_index)
-            if path is not None:
+            if region is not None and (doc_id is None or line is not None or path is not None):
+                raise ToolFailure("invalid-argument", "region goes with doc_id (and optionally version),"
+                                  " not with line or path")
+            if region is not None:
+                target: str | None = f"{doc_id}" + (f"@{version}" if version else "") + f"#r{region}"
+            elif path is not None:
                 if line is None:
                     raise ToolFailure("invalid-argument", "path needs a line")
-                target: str | None = f"{path}:{line}"
+                target = f"{path}:{line}"
                 if verifier.evidence_path(f"{path}:{line}", verifier.config.root) is None:
                     raise ToolFailure("unknown-source", f"{path} is not a file under the evidence folder")
             elif doc_id is not None:

@@ -11,8 +11,11 @@
     grounding cite schedule:14 --format json   # the citation and the eight-key JSON claim
 
 Text output is one Markdown definition per line on stdout (``[^1]: ID sha256:HEX12 "LINE"``),
-numbered from ``--label``; notes go to stderr. Exit status 0 when something was printed, 1
-when nothing can be cited (the message says why), 2 for a usage error.
+numbered from ``--label``; notes go to stderr. ``--format json`` prints ``{"citations": [...],
+"skipped": [...]}``; when nothing can be cited it adds ``"error": {"code", "name", "message",
+"hint"}`` (``code`` is ``GR1xx`` or null) with empty lists, and the message also goes to
+stderr. Exit status 0 when something was printed, 1 when nothing can be cited (the message
+says why), 2 for a usage error (stderr only, every format).
 """
 
 from __future__ import annotations
@@ -60,6 +63,9 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         print(f"grounding: error: {code + ' ' if code else ''}{exc.name}: {exc.message}{reason}", file=sys.stderr)
         if exc.hint:
             print(f"    hint: {exc.hint}", file=sys.stderr)
+        if args.format == "json":  # a pipeline reads why on stdout too (docs/decisions.md, SPEC §9)
+            error = {"code": code, "name": exc.name, "message": exc.message + reason, "hint": exc.hint}
+            print(json.dumps({"citations": [], "skipped": [], "error": error}, ensure_ascii=False, indent=1))
         return EXIT_ERRORS
     except ValueError as exc:
         print(f"grounding: error: {exc}", file=sys.stderr)

@@ -208,3 +208,17 @@ def test_an_index_with_full_text_rows_as_written_is_refolded_on_open(
     code, out, _ = run(capsys, pipeline_root, "--grep", "24小时")
     assert code == 0 and "hotline@1:4" in out
     assert fts_rows(1, "- ２４小时\n", 0) == [(1 << 24 | 1, "- 24小时")]
+
+
+@pytest.mark.parametrize(("target", "code", "name"), [
+    ("schedule@1:5", "GR104", "stale-citation"), ("schedule:9", None, "blank-line"),
+    ("schedual:7", "GR102", "unknown-source")])
+def test_json_format_says_why_nothing_can_be_cited_on_stdout_too(
+        capsys: pytest.CaptureFixture[str], pipeline_root: Path, target: str, code: str | None, name: str) -> None:
+    status, out, err = run(capsys, pipeline_root, target, "--format", "json")
+    result = json.loads(out)
+    assert status == 1 and result["citations"] == [] and result["skipped"] == []
+    assert (result["error"]["code"], result["error"]["name"]) == (code, name)
+    assert result["error"]["message"] and result["error"]["message"] in err
+    if name == "unknown-source":
+        assert "did you mean 'schedule'?" in result["error"]["message"] + result["error"]["hint"]

@@ -244,3 +244,25 @@ async def test_while_a_scan_runs_answers_come_from_the_committed_index(pipeline_
     # after it: version 3 is current, so the same answer is stale; the new document is citable
     assert after["indexing"] is False and "stale-citation" in [d["name"] for d in after["diagnostics"]]
     assert fresh_after["citations"][0]["footnote"].startswith("[^1]: fresh@1:1 sha256:")
+
+
+async def test_cite_takes_an_image_region_by_doc_id_and_region_number(tmp_path: Path) -> None:
+    from .test_image_api import panel  # a red circle (r1) and a blue square (r2) on white
+
+    png = panel()
+    write(tmp_path, {"grounding.toml": 'today = "2026-05-01"\n', "evidence/面板.png.yaml": "doc_id: 面板🎉\r\n",
+                     "evidence/schedule.md": "---\r\ndoc_id: schedule\r\n---\r\n- 活动时间：周四16:30 𠮷\r\n"})
+    (tmp_path / "evidence" / "面板.png").write_bytes(png)
+    async with server(tmp_path) as client:
+        region = structured(await call(client, "cite", {"doc_id": "面板🎉", "region": 2, "search": "颜色"}))
+        versioned = structured(await call(client, "cite", {"doc_id": "面板🎉", "version": 1, "region": 1}))
+        missing = await call(client, "cite", {"doc_id": "面板🎉", "region": 3})
+        text_doc = await call(client, "cite", {"doc_id": "schedule", "region": 1})
+        with_line = await call(client, "cite", {"doc_id": "面板🎉", "region": 1, "line": 2})
+    (colour,) = region["citations"]
+    assert colour["claim"]["id"] == "面板🎉@1#r2" and colour["claim"]["quote"] == "颜色：蓝色"
+    assert colour["footnote"].endswith('"颜色：蓝色"')
+    assert {c["claim"]["region"] for c in versioned["citations"]} == {"r1"} and len(versioned["citations"]) == 5
+    for result, text in ((missing, "there is no r3"), (text_doc, "is a text document, not an image"),
+                         (with_line, "invalid-argument: region goes with doc_id")):
+        assert result.is_error and text in result.content[0].text, result.content[0].text
