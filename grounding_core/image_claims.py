@@ -104,7 +104,8 @@ def _region_number_problem(doc_id: str, version: str, number: str) -> str:
     shown = shorten(number, 20, quote=True)
     ascii_form = unicodedata.normalize("NFKC", number)
     if ascii_form != number and re.fullmatch(r"[1-9][0-9]{0,17}", ascii_form):
-        return f"the region number {shown} has full-width digits; write {doc_id}@{version}#r{ascii_form}"
+        kind = "full-width digits" if all("０" <= c <= "９" or c.isascii() for c in number) else "non-ASCII digits"
+        return f"the region number {shown} has {kind}; write {doc_id}@{version}#r{ascii_form}"
     if re.fullmatch(r"0+", number):
         return f"regions are numbered from r1 (in reading order); there is no r{number}"
     if re.fullmatch(r"0+[1-9][0-9]*", number):

@@ -95,6 +95,7 @@ REFUSED = {  # target -> (exit status, what stderr says)
     "面板🎉@1#r0": (2, "regions are numbered from r1"),
     "面板🎉@1#r02": (2, "has a leading zero; write 面板🎉@1#r2"),
     "面板🎉@1#r２": (2, "full-width digits; write 面板🎉@1#r2"),
+    "面板🎉@1#r²": (2, "non-ASCII digits; write 面板🎉@1#r2"),
     "面板🎉@1#r" + "9" * 30: (2, "(30 digits) is too large: regions are numbered r1, r2"),
     "面板🎉@1#2": (2, "a region is written #r and its number"),
     "面板🎉@1＃r2": (2, "the full-width '＃'"),
