@@ -229,6 +229,19 @@ class IndexSnapshot(ABC):
     def document(self, record: VersionRecord) -> EvidenceDocument:
         """The parsed text of ``record``'s content (read on demand; cached in a bounded cache)."""
 
+    def line_text(self, record: VersionRecord, line: int, expect: str | None = None) -> str | None:
+        """The text of 1-based ``line`` of ``record``'s content (SPEC §3 lines, no terminator,
+        code points), or None when the content has no such line.
+
+        ``expect`` is what the caller expects the line to be (a claim's quote): an
+        implementation may use it to confirm the line without reading the whole content into
+        lines (SqlSnapshot does, with a bounded cache of confirmed lines); the answer is the
+        same either way. The default reads :meth:`document`. Raises ``KeyError`` like
+        :meth:`document` when the content is not in the index.
+        """
+        lines = self.document(record).lines
+        return lines[line - 1] if 0 < line <= len(lines) else None
+
     @abstractmethod
     def record_for_path(self, path: str) -> VersionRecord | None:
         """The version most recently imported from ``path`` (relative to the evidence root;
