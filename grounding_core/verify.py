@@ -24,7 +24,19 @@ from .edits import with_context_edits
 from .evidence import EvidenceDocument, parse_field_line, split_marker
 from .images import is_image_path
 from .index import ConflictKey, IndexSnapshot, VersionRecord
-from .model import FIRST_LINE, Claim, ConflictDetail, DraftReport, Edit, FieldLine, Finding, Location, Span, Status
+from .model import (
+    FIRST_LINE,
+    Claim,
+    ConflictDetail,
+    DeferredLocations,
+    DraftReport,
+    Edit,
+    FieldLine,
+    Finding,
+    Location,
+    Span,
+    Status,
+)
 from .text import (
     describe_difference,
     has_letter_or_digit,
@@ -874,20 +886,10 @@ def _gate(draft: ParsedDraft, results: list[_ClaimResult], keys: _Keys, state: I
     for conflict in gate.conflicts:
         key = (conflict.subject, conflict.field)
 
-        def present(conflict: Conflict = conflict) -> tuple[str, tuple[Location, ...]]:
-            # one (display path, is image) per evidence file: a key's thousands of sources
-            # come from a few hundred files
-            shown: dict[str, tuple[str, bool]] = {}
-            related = []
-            for kl in conflict.related_lines():
-                where = shown.get(kl.path)
-                if where is None:
-                    where = shown[kl.path] = (config.evidence_display(kl.path), is_image_path(kl.path))
-                if where[1]:
-                    related.append(Location(where[0], 1, f"{source_id(kl)} {kl.field}：{kl.value}"))
-                else:
-                    related.append(Location(where[0], kl.line, f"{kl.field}：{kl.value}"))
-            return conflict.describe() + "; Grounding does not pick a side", tuple(related)
+        def present(conflict: Conflict = conflict) -> tuple[str, DeferredLocations]:
+            related = DeferredLocations(sum(len(group.sources) for group in conflict.summary.values),
+                                        lambda: _conflict_locations(conflict, config))
+            return conflict.describe() + "; Grounding does not pick a side", related
 
         # a key shared by thousands of lines and values: built once per snapshot and cited set
         cited_here = tuple(cited.get(key, ()))
@@ -904,6 +906,26 @@ def _gate(draft: ParsedDraft, results: list[_ClaimResult], keys: _Keys, state: I
                                         related=related, citation=r.cited_id,
                                         conflict=ConflictDetail(conflict.summary, cited_here, r.identity)))
     return gate
+
+
+def _conflict_locations(conflict: Conflict, config: Config) -> tuple[Location, ...]:
+    """A conflict's related locations (SPEC §7.4): each value's listed sources in order, as
+    ``path:line`` with ``field：value`` (an image attribute: its image, line 1, named by its
+    region's id). Made when a finding's ``related`` is first read (:class:`DeferredLocations`);
+    the display path and image test are worked out once per evidence file (a key's thousands
+    of sources come from a few hundred files).
+    """
+    shown: dict[str, tuple[str, bool]] = {}
+    related = []
+    for kl in conflict.related_lines():
+        where = shown.get(kl.path)
+        if where is None:
+            where = shown[kl.path] = (config.evidence_display(kl.path), is_image_path(kl.path))
+        if where[1]:
+            related.append(Location(where[0], 1, f"{source_id(kl)} {kl.field}：{kl.value}"))
+        else:
+            related.append(Location(where[0], kl.line, f"{kl.field}：{kl.value}"))
+    return tuple(related)
 
 
 def _coverage(results: list[_ClaimResult], required: list[ConflictKey], gate: GateResult) -> float:
