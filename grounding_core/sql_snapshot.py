@@ -21,7 +21,7 @@ import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol, TypeVar, cast
 
 from . import memory_store
@@ -78,6 +78,10 @@ CHANGED_PARSE = 64
 pass over ``field_lines``)."""
 CHANGED_CHUNK = 10_000
 """Content ids per ``IN`` list in that pass (SQLite allows 32,766 parameters)."""
+CONTENT_CHUNK = 256
+"""Content ids per query of a key summary's source documents (the list is padded to it)."""
+CONTENT_DOCUMENTS = ("SELECT content_id, doc_id, version, path FROM versions"
+                     f" WHERE content_id IN ({', '.join('?' for _ in range(CONTENT_CHUNK))})")
 MAX_SEARCH_TERMS = 64
 """Distinct whitespace-separated terms a search uses (the rest are ignored)."""
 MAX_SEARCH_GRAMS = 256
@@ -256,7 +260,7 @@ class _Summary:
         values = list(self.values)
         for i in groups:
             group = values[i]
-            values[i] = replace(group, sources=tuple(
+            values[i] = group._replace(sources=tuple(
                 kl._replace(version=versions[kl.doc_id]) if kl.doc_id in versions else kl for kl in group.sources))
         renamed = _Summary(self.total, tuple(values))
         renamed.listed.append(self.listed[0])  # the same documents in the same groups
@@ -615,11 +619,11 @@ class SqlSnapshot(IndexSnapshot):
                     firsts[norm].append(row)
         cids = sorted({row[2] for group in firsts.values() for row in group[:per_value]})
         documents: dict[int, tuple[str, int, str]] = {}
-        for start in range(0, len(cids), CHANGED_CHUNK):
-            chunk = cids[start:start + CHANGED_CHUNK]
-            for cid, doc_id, version, path in conn.execute(
-                    "SELECT content_id, doc_id, version, path FROM versions"
-                    f" WHERE content_id IN ({', '.join('?' for _ in chunk)})", chunk):
+        for start in range(0, len(cids), CONTENT_CHUNK):
+            # padded to one statement text, which the connection prepares once (-1 is no content)
+            chunk = cids[start:start + CONTENT_CHUNK]
+            chunk += [-1] * (CONTENT_CHUNK - len(chunk))
+            for cid, doc_id, version, path in conn.execute(CONTENT_DOCUMENTS, chunk):
                 documents[cid] = (doc_id, version, path)
         subject, name = key
         values = []
@@ -651,7 +655,7 @@ class SqlSnapshot(IndexSnapshot):
             if mine:
                 ids = {kl.identity for kl in mine}
                 ordered = (mine + [kl for kl in group.sources if kl.identity not in ids])[:per_value]
-                values[i] = replace(group, sources=tuple(ordered))
+                values[i] = group._replace(sources=tuple(ordered))
         return KeySummary(key, summary.total, tuple(values))
 
     def _cited_line(self, key: ConflictKey, identity: LineIdentity, today: dt.date) -> KeyedLine | None:
