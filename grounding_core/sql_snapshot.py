@@ -118,7 +118,7 @@ def _date(value: object) -> dt.date | None:
 
 class DocumentCache:
     """Parsed documents by content_id (or any key), least recently used first out, bounded by
-    text size; and single lines of contents (:meth:`get_line`), bounded by count.
+    text size; and single lines of contents (:meth:`get_line`), bounded by their size too.
 
     Contents never change (a content_id is one import event), so entries never go stale.
     Thread-safe.
