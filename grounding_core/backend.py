@@ -197,6 +197,13 @@ class Backend(Protocol):
         """Record image attributes ``(field, value, content_id, region)`` (SPEC §12)."""
         ...
 
+    def content_utf8(self, conn: Connection, content_id: int) -> bytes | None:
+        """The text of the ``import`` event ``content_id`` as its UTF-8 bytes, or None when
+        there is no such event (the claim check looks a cited line up in them without
+        decoding and splitting the whole text: ``SqlSnapshot.line_text``).
+        """
+        ...
+
     def measurement(self, conn: Connection, sha256: str, version: int) -> str | None:
         """The cached measurement (JSON) of an image content by sha256 and measurement
         version, or None (``measurements``: not derived from the log, kept across rebuilds).

@@ -124,19 +124,23 @@ class KeyedLine(NamedTuple):
         return (self.subject, self.field)
 
 
-@dataclass(frozen=True, slots=True)
-class ValueGroup:
+class ValueGroup(NamedTuple):
     """The active lines of one conflict key that share one value after SPEC §7.4's rule.
 
     ``normalized`` is the compared form (NFKC, whitespace removed); ``spelled`` the first
     spelling in (doc_id, version, line) order; ``count`` how many lines hold it; ``sources``
     at most the requested number of them: the draft's cited lines first, then by (doc_id,
     version, line).
+
+    A named tuple like :class:`KeyedLine`: a key summary makes one per distinct value (6,900
+    for Debian's 100-citation draft), and a frozen dataclass's ``__init__`` cost several times
+    as much. Immutable and hashable; ``_replace`` makes a changed copy. The field ``count``
+    hides the tuple method of that name (nothing counts a group's items).
     """
 
     normalized: str
     spelled: str
-    count: int
+    count: int  # type: ignore[assignment]  # the field hides tuple.count (see the docstring)
     sources: tuple[KeyedLine, ...]
 
 
@@ -228,6 +232,19 @@ class IndexSnapshot(ABC):
     @abstractmethod
     def document(self, record: VersionRecord) -> EvidenceDocument:
         """The parsed text of ``record``'s content (read on demand; cached in a bounded cache)."""
+
+    def line_text(self, record: VersionRecord, line: int, expect: str | None = None) -> str | None:
+        """The text of 1-based ``line`` of ``record``'s content (SPEC §3 lines, no terminator,
+        code points), or None when the content has no such line.
+
+        ``expect`` is what the caller expects the line to be (a claim's quote): an
+        implementation may use it to confirm the line without reading the whole content into
+        lines (SqlSnapshot does, with a bounded cache of confirmed lines); the answer is the
+        same either way. The default reads :meth:`document`. Raises ``KeyError`` like
+        :meth:`document` when the content is not in the index.
+        """
+        lines = self.document(record).lines
+        return lines[line - 1] if 0 < line <= len(lines) else None
 
     @abstractmethod
     def record_for_path(self, path: str) -> VersionRecord | None:

@@ -7,9 +7,10 @@ CLI prints them 1-based; the server converts columns to the client's units in
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 if TYPE_CHECKING:
     from .index import KeySummary
@@ -122,6 +123,79 @@ class Location:
     line_text: str | None = None
 
 
+class DeferredLocations(Sequence[Location]):
+    """Related locations made on first read: what a ``field-conflict`` (GR108) finding carries
+    as ``related`` (SPEC §7.4: up to 5 sources per value, 16,000 for Debian's 100-citation
+    draft), so a check whose output never shows them (text output, a status) never builds them,
+    and one that does (JSON, SARIF, the Python API, the editor) builds them once.
+
+    It is the tuple ``make()`` returns, read only: ``len`` (known without making it),
+    indexing, slicing (a tuple), iteration, ``in``, and ``==`` / ``hash`` as that tuple (so a
+    :class:`Finding` holding it equals one holding the tuple). ``make`` must return exactly
+    ``size`` locations, the same on every call; it runs at most once, except that two threads
+    reading at the same moment may both run it (each gets the same value).
+    """
+
+    __slots__ = ("_items", "_make", "_size")
+
+    def __init__(self, size: int, make: Callable[[], tuple[Location, ...]]) -> None:
+        self._size = size
+        self._make: Callable[[], tuple[Location, ...]] | None = make
+        self._items: tuple[Location, ...] | None = None
+
+    def items(self) -> tuple[Location, ...]:
+        """The locations as a tuple (made now if they were not yet)."""
+        items = self._items
+        if items is None:
+            make = self._make
+            if make is None:  # another thread made them between the two reads
+                items = self._items
+                assert items is not None
+                return items
+            items = make()
+            if len(items) != self._size:
+                raise ValueError(f"DeferredLocations: made {len(items)} locations, announced {self._size}")
+            self._items = items
+            self._make = None
+        return items
+
+    @property
+    def made(self) -> bool:
+        """Whether the locations were made (read) already."""
+        return self._items is not None
+
+    def __len__(self) -> int:
+        return self._size
+
+    @overload
+    def __getitem__(self, index: int) -> Location: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Location, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Location | tuple[Location, ...]:
+        return self.items()[index]
+
+    def __iter__(self) -> Iterator[Location]:
+        return iter(self.items())
+
+    def __contains__(self, value: object) -> bool:
+        return value in self.items()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, DeferredLocations):
+            return self is other or self.items() == other.items()
+        if isinstance(other, tuple):
+            return self.items() == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.items())
+
+    def __repr__(self) -> str:
+        return repr(self.items())
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
     """One problem found in a draft or an evidence file (SPEC §7).
@@ -136,7 +210,9 @@ class Finding:
     message: str
     hint: str = ""
     citation: str | None = None
-    related: tuple[Location, ...] = ()
+    related: Sequence[Location] = ()
+    """Related locations, in order: a tuple, or for a conflict's sources a
+    :class:`DeferredLocations` (made when first read; equal to its tuple)."""
     fix: Edit | None = None
     severity: Severity | None = None
     also: tuple[Edit, ...] = ()

@@ -742,6 +742,12 @@ class PostgresBackend:
                          " SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], ?::bigint[])",
                          [list(col) for col in zip(*part, strict=True)])
 
+    def content_utf8(self, conn: Connection, content_id: int) -> bytes | None:
+        """An import event's text as UTF-8 bytes (``convert_to(text, 'UTF8')``: no conversion), or None."""
+        row = conn.execute("SELECT convert_to(text, 'UTF8') FROM events WHERE seq = ? AND kind = 'import'",
+                           (content_id,)).fetchone()
+        return bytes(row[0]) if row is not None else None
+
     def measurement(self, conn: Connection, sha256: str, version: int) -> str | None:
         """The cached measurement (JSON) of an image content, or None."""
         row = conn.execute("SELECT data FROM measurements WHERE sha256 = ? AND version = ?",

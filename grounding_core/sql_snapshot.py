@@ -21,7 +21,7 @@ import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol, TypeVar, cast
 
 from . import memory_store
@@ -45,7 +45,7 @@ from .index import (
     VocabularyTerm,
 )
 from .memory import MemoryEntry
-from .text import VALUE_TRAILING_PUNCTUATION, normalize, split_lines
+from .text import VALUE_TRAILING_PUNCTUATION, line_is, normalize, split_lines
 
 T = TypeVar("T")
 
@@ -57,6 +57,11 @@ DOCUMENT_CACHE_CHARS = 8_000_000
 its text about three times over: text, lines, field lines). It must hold every document a
 draft cites: 2 M code points was less than the 100 Debian copyright files one draft cites
 (2.5 M), and every check parsed them again (check_draft 10 -> 197 ms CPU)."""
+
+LINE_CACHE_CHARS = 1_000_000
+"""Single cited lines kept per store, by size in code points (:meth:`DocumentCache.get_line`;
+a draft's claims read their cited lines, not whole versions: ``SqlSnapshot.line_text``).
+A 100-citation draft of Debian copyright lines holds about 5,000."""
 
 GRAM_CHUNK = 20_000
 
@@ -73,6 +78,10 @@ CHANGED_PARSE = 64
 pass over ``field_lines``)."""
 CHANGED_CHUNK = 10_000
 """Content ids per ``IN`` list in that pass (SQLite allows 32,766 parameters)."""
+CONTENT_CHUNK = 256
+"""Content ids per query of a key summary's source documents (the list is padded to it)."""
+CONTENT_DOCUMENTS = ("SELECT content_id, doc_id, version, path FROM versions"
+                     f" WHERE content_id IN ({', '.join('?' for _ in range(CONTENT_CHUNK))})")
 MAX_SEARCH_TERMS = 64
 """Distinct whitespace-separated terms a search uses (the rest are ignored)."""
 MAX_SEARCH_GRAMS = 256
@@ -109,17 +118,52 @@ def _date(value: object) -> dt.date | None:
 
 class DocumentCache:
     """Parsed documents by content_id (or any key), least recently used first out, bounded by
-    text size.
+    text size; and single lines of contents (:meth:`get_line`), bounded by their size too.
 
     Contents never change (a content_id is one import event), so entries never go stale.
     Thread-safe.
     """
 
-    def __init__(self, limit: int = DOCUMENT_CACHE_CHARS) -> None:
+    def __init__(self, limit: int = DOCUMENT_CACHE_CHARS, line_limit: int = LINE_CACHE_CHARS) -> None:
         self.limit = limit
+        self.line_limit = line_limit
         self._docs: OrderedDict[Hashable, EvidenceDocument] = OrderedDict()
+        self._lines: OrderedDict[tuple[Hashable, int], str] = OrderedDict()
         self._size = 0
+        self._line_size = 0
         self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        """The number of parsed documents held (cached single lines not counted)."""
+        with self._lock:
+            return len(self._docs)
+
+    def get_line(self, content_id: Hashable, line: int) -> str | None:
+        """1-based ``line`` of a content when it is cached (a parsed document's, or one put
+        with :meth:`put_line`), else None.
+        """
+        with self._lock:
+            doc = self._docs.get(content_id)
+            if doc is not None:
+                return doc.lines[line - 1] if 0 < line <= len(doc.lines) else None
+            return self._lines.get((content_id, line))
+
+    def put_line(self, content_id: Hashable, line: int, text: str) -> None:
+        """Remember one line of a content, least recently put first out (a line longer than
+        the whole bound is not kept).
+        """
+        size = len(text) + 1
+        if size > self.line_limit:
+            return
+        with self._lock:
+            old = self._lines.pop((content_id, line), None)
+            if old is not None:
+                self._line_size -= len(old) + 1
+            self._lines[(content_id, line)] = text
+            self._line_size += size
+            while self._line_size > self.line_limit:
+                _, dropped = self._lines.popitem(last=False)
+                self._line_size -= len(dropped) + 1
 
     def get(self, content_id: Hashable) -> EvidenceDocument | None:
         with self._lock:
@@ -147,7 +191,8 @@ class DocumentCache:
     def clear(self) -> None:
         with self._lock:
             self._docs.clear()
-            self._size = 0
+            self._lines.clear()
+            self._size = self._line_size = 0
 
 
 class SnapshotSource(Protocol):
@@ -215,7 +260,7 @@ class _Summary:
         values = list(self.values)
         for i in groups:
             group = values[i]
-            values[i] = replace(group, sources=tuple(
+            values[i] = group._replace(sources=tuple(
                 kl._replace(version=versions[kl.doc_id]) if kl.doc_id in versions else kl for kl in group.sources))
         renamed = _Summary(self.total, tuple(values))
         renamed.listed.append(self.listed[0])  # the same documents in the same groups
@@ -429,6 +474,29 @@ class SqlSnapshot(IndexSnapshot):
             docs.put(record.content_id, doc)
         return doc
 
+    def line_text(self, record: VersionRecord, line: int, expect: str | None = None) -> str | None:
+        """One line of a version without parsing it: a cached document's or cached line, else,
+        when ``expect`` is given, the content's UTF-8 bytes searched for it (:func:`line_is`:
+        ``bytes.find`` and ``bytes.count``, no decode, no split; the line is then cached);
+        else, or when ``expect`` is not that line, the parsed :meth:`document` (cached).
+
+        A record that knows its line count answers None past it without reading anything.
+        """
+        if record.line_count >= 0 and not 0 < line <= record.line_count:
+            return None
+        docs = self._source.documents
+        found = docs.get_line(record.content_id, line)
+        if found is not None:
+            return found
+        if expect and record.line_count >= 0 and not is_image_path(record.path):
+            want = sql_text(expect)
+            if want is not None and "\n" not in want and "\r" not in want:
+                data = self._source.backend.content_utf8(self._conn(), record.content_id)
+                if data is not None and line_is(data, line, want.encode("utf-8")):
+                    docs.put_line(record.content_id, line, want)
+                    return want
+        return super().line_text(record, line)
+
     def record_for_path(self, path: str) -> VersionRecord | None:
         safe = sql_text(path)
         if safe is None:
@@ -551,11 +619,11 @@ class SqlSnapshot(IndexSnapshot):
                     firsts[norm].append(row)
         cids = sorted({row[2] for group in firsts.values() for row in group[:per_value]})
         documents: dict[int, tuple[str, int, str]] = {}
-        for start in range(0, len(cids), CHANGED_CHUNK):
-            chunk = cids[start:start + CHANGED_CHUNK]
-            for cid, doc_id, version, path in conn.execute(
-                    "SELECT content_id, doc_id, version, path FROM versions"
-                    f" WHERE content_id IN ({', '.join('?' for _ in chunk)})", chunk):
+        for start in range(0, len(cids), CONTENT_CHUNK):
+            # padded to one statement text, which the connection prepares once (-1 is no content)
+            chunk = cids[start:start + CONTENT_CHUNK]
+            chunk += [-1] * (CONTENT_CHUNK - len(chunk))
+            for cid, doc_id, version, path in conn.execute(CONTENT_DOCUMENTS, chunk):
                 documents[cid] = (doc_id, version, path)
         subject, name = key
         values = []
@@ -587,7 +655,7 @@ class SqlSnapshot(IndexSnapshot):
             if mine:
                 ids = {kl.identity for kl in mine}
                 ordered = (mine + [kl for kl in group.sources if kl.identity not in ids])[:per_value]
-                values[i] = replace(group, sources=tuple(ordered))
+                values[i] = group._replace(sources=tuple(ordered))
         return KeySummary(key, summary.total, tuple(values))
 
     def _cited_line(self, key: ConflictKey, identity: LineIdentity, today: dt.date) -> KeyedLine | None:
@@ -596,14 +664,19 @@ class SqlSnapshot(IndexSnapshot):
         record = self.record(doc_id, version)
         if record is None or not self.is_active(record, today):
             return None
-        doc = self.document(record)
-        if isinstance(doc, ImageDocument):  # an image attribute: its region's own subject
-            fl = doc.field_lines.get(line)
-            if fl is None or (doc.line_subject(line), fl.field) != key:
-                return None
-            return KeyedLine(doc_id, version, line, key[0], fl.field, fl.value, record.path)
-        fl = None if doc.is_front_matter_line(line) or not 0 < line <= len(doc.lines) else \
-            parse_field_line(doc.lines[line - 1], doc.separators)
+        if is_image_path(record.path) or record.front_end < 0:
+            doc = self.document(record)
+            if isinstance(doc, ImageDocument):  # an image attribute: its region's own subject
+                fl = doc.field_lines.get(line)
+                if fl is None or (doc.line_subject(line), fl.field) != key:
+                    return None
+                return KeyedLine(doc_id, version, line, key[0], fl.field, fl.value, record.path)
+            front_end = doc.front.end_line
+        else:
+            front_end = record.front_end
+        # the claim check read this line already (SqlSnapshot.line_text's cache): no text is parsed
+        text = None if line <= front_end else self.line_text(record, line)
+        fl = None if text is None else parse_field_line(text, self.settings.separators)
         if fl is None or (record.subject, fl.field) != key:
             return None
         return KeyedLine(doc_id, version, line, record.subject, fl.field, fl.value, record.path)

@@ -518,6 +518,12 @@ class SqliteBackend:
         conn.executemany("INSERT INTO region_values (field, value, content_id, region) VALUES (?, ?, ?, ?)",
                          sorted(rows))
 
+    def content_utf8(self, conn: Connection, content_id: int) -> bytes | None:
+        """An import event's text as UTF-8 bytes (``CAST(text AS BLOB)``: no conversion), or None."""
+        row = conn.execute("SELECT CAST(text AS BLOB) FROM events WHERE seq = ? AND kind = 'import'",
+                           (content_id,)).fetchone()
+        return bytes(row[0]) if row is not None else None
+
     def measurement(self, conn: Connection, sha256: str, version: int) -> str | None:
         """The cached measurement (JSON) of an image content, or None."""
         row = conn.execute("SELECT data FROM measurements WHERE sha256 = ? AND version = ?",

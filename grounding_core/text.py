@@ -47,6 +47,43 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
+def line_is(data: bytes, line: int, want: bytes, limit: int = 1024) -> bool:
+    """True when 1-based ``line`` of the text whose UTF-8 bytes are ``data`` is exactly
+    ``want`` (UTF-8 bytes holding neither CR nor LF), by :func:`split_lines`'s rule without
+    splitting; False when it is not, when ``want`` is empty, or when more than ``limit``
+    occurrences of ``want`` come before the line (undecided: the caller reads the lines).
+
+    Each occurrence of ``want`` is found with ``bytes.find``, its line number counted with
+    ``bytes.count`` from the previous one (``\r\n``, ``\r`` and ``\n`` end a line, once
+    each), and it must span its whole line: a pass over the bytes up to the line, in C, with
+    no string made. Raises ``ValueError`` for a ``want`` holding CR or LF.
+    """
+    if b"\n" in want or b"\r" in want:
+        raise ValueError("a line holds no CR or LF")
+    if not want or line < 1:
+        return False
+    crs = b"\r" in data
+    size, length = len(data), len(want)
+    number, last = 1, 0
+    at = data.find(want)
+    for _ in range(limit):
+        if at < 0:
+            return False
+        # no terminator straddles ``last`` or ``at``: each starts an occurrence of ``want``
+        number += data.count(b"\n", last, at)
+        if crs:
+            number += data.count(b"\r", last, at) - data.count(b"\r\n", last, at)
+        if number > line:
+            return False
+        last = at
+        end = at + length
+        if (number == line and (at == 0 or data[at - 1] in (10, 13))
+                and (end == size or data[end] in (10, 13))):
+            return True
+        at = data.find(want, at + 1)
+    return False
+
+
 def split_lines_keepends(text: str) -> list[str]:
     """Like :func:`split_lines` but every line keeps its terminator (``"a\\r\\n"``).
 

@@ -24,7 +24,19 @@ from .edits import with_context_edits
 from .evidence import EvidenceDocument, parse_field_line, split_marker
 from .images import is_image_path
 from .index import ConflictKey, IndexSnapshot, VersionRecord
-from .model import FIRST_LINE, Claim, ConflictDetail, DraftReport, Edit, FieldLine, Finding, Location, Span, Status
+from .model import (
+    FIRST_LINE,
+    Claim,
+    ConflictDetail,
+    DeferredLocations,
+    DraftReport,
+    Edit,
+    FieldLine,
+    Finding,
+    Location,
+    Span,
+    Status,
+)
 from .text import (
     describe_difference,
     has_letter_or_digit,
@@ -79,7 +91,6 @@ class Visibility:
 class _ClaimResult:
     claim: Claim
     record: VersionRecord | None = None
-    doc: EvidenceDocument | None = None
     line_text: str | None = None
     field: str | None = None
     value: str | None = None
@@ -499,18 +510,19 @@ def _check_claim(
                 hint=(revived + ".") if revived else
                 "Cite an active source instead; revoked, deleted, expired and not-yet-effective"
                 " documents never support an answer.")
-    doc = state.document(record)
-    result.record, result.doc = record, doc
-    if ref.line > len(doc.lines):
-        add("unknown-source", f"{ref.doc_id}@{ref.version} has {len(doc.lines)} lines; there is no line {ref.line}",
+    result.record = record
+    cited = _CitedVersion(state, record)
+    line_text = state.line_text(record, ref.line, claim.quote) if 0 < ref.line <= cited.line_count else None
+    if line_text is None:
+        add("unknown-source", f"{ref.doc_id}@{ref.version} has {cited.line_count} lines; there is no line {ref.line}",
             hint="Check the line number.", at=claim.value_span("line") if claim.json_text is not None else None)
         return result
-    line_text = doc.lines[ref.line - 1]
     result.line_text = line_text
-    field_line = line_field(doc, ref.line)
+    front_matter = cited.is_front_matter_line(ref.line)
+    field_line = None if front_matter else parse_field_line(line_text, cited.separators)
     if field_line is not None:
         result.field, result.value = field_line.field, field_line.value
-    result.subject = record_subject(doc, record)
+    result.subject = cited.subject
     related = (Location(config.evidence_display(record.path), ref.line, line_text),)
     hex_text = claim.hash_prefix or ""
     if not record.sha256.startswith(hex_text) or (claim.json_sha256 is not None and record.sha256 != hex_text):
@@ -528,6 +540,7 @@ def _check_claim(
     quote = claim.quote or ""
     if quote != line_text:
         supported = False
+        doc = cited.document()  # the quote's line is looked for in the whole version
         where = [i for i, text in enumerate(doc.lines, 1) if text == quote]
         detail = describe_difference(line_text, quote)
         if where:
@@ -561,11 +574,10 @@ def _check_claim(
                 + (f" ({expected_field!r})" if expected_field else " (the quote has no field separator)"),
                 hint=f"Set field to {expected_field!r}." if expected_field else "Cite a field line.",
                 at=claim.value_span("field"))
-    meta = doc.is_front_matter_line(ref.line) or (
-        field_line is not None and state.is_meta_field(field_line.field))
+    meta = front_matter or (field_line is not None and state.is_meta_field(field_line.field))
     if meta:
         result.meta = True
-        what = ("a front-matter line" if doc.is_front_matter_line(ref.line)
+        what = ("a front-matter line" if front_matter
                 else f"the meta field '{field_line.field if field_line else ''}'")
         add("meta-field", f"{cid} is {what}, which never supports an answer",
             hint="Cite the line that states the fact itself.")
@@ -580,6 +592,36 @@ def _check_claim(
         return result
     result.valid = not meta
     return result
+
+
+class _CitedVersion:
+    """What a claim check reads of its cited text version (SPEC §3): the line count, where the
+    front matter ends, the subject and the separators come from the record when the index
+    knows them (SQL store: ``line_count`` >= 0), so only the cited line is read
+    (:meth:`IndexSnapshot.line_text`); the parsed document is read only when asked for (a
+    quote that is not the cited line is looked for in the whole version).
+    """
+
+    __slots__ = ("_doc", "front_end", "line_count", "record", "separators", "state", "subject")
+
+    def __init__(self, state: IndexSnapshot, record: VersionRecord) -> None:
+        self.state, self.record = state, record
+        self._doc: EvidenceDocument | None = None
+        if record.line_count >= 0 and record.front_end >= 0:
+            self.line_count, self.front_end = record.line_count, record.front_end
+            self.subject, self.separators = record.subject, state.settings.separators
+        else:
+            doc = self.document()
+            self.line_count, self.front_end = len(doc.lines), doc.front.end_line
+            self.subject, self.separators = record_subject(doc, record), doc.separators
+
+    def document(self) -> EvidenceDocument:
+        if self._doc is None:
+            self._doc = self.state.document(self.record)
+        return self._doc
+
+    def is_front_matter_line(self, line: int) -> bool:
+        return 1 <= line <= self.front_end
 
 
 def line_field(doc: EvidenceDocument, line: int) -> FieldLine | None:
@@ -844,20 +886,10 @@ def _gate(draft: ParsedDraft, results: list[_ClaimResult], keys: _Keys, state: I
     for conflict in gate.conflicts:
         key = (conflict.subject, conflict.field)
 
-        def present(conflict: Conflict = conflict) -> tuple[str, tuple[Location, ...]]:
-            # one (display path, is image) per evidence file: a key's thousands of sources
-            # come from a few hundred files
-            shown: dict[str, tuple[str, bool]] = {}
-            related = []
-            for kl in conflict.related_lines():
-                where = shown.get(kl.path)
-                if where is None:
-                    where = shown[kl.path] = (config.evidence_display(kl.path), is_image_path(kl.path))
-                if where[1]:
-                    related.append(Location(where[0], 1, f"{source_id(kl)} {kl.field}：{kl.value}"))
-                else:
-                    related.append(Location(where[0], kl.line, f"{kl.field}：{kl.value}"))
-            return conflict.describe() + "; Grounding does not pick a side", tuple(related)
+        def present(conflict: Conflict = conflict) -> tuple[str, DeferredLocations]:
+            related = DeferredLocations(sum(len(group.sources) for group in conflict.summary.values),
+                                        lambda: _conflict_locations(conflict, config))
+            return conflict.describe() + "; Grounding does not pick a side", related
 
         # a key shared by thousands of lines and values: built once per snapshot and cited set
         cited_here = tuple(cited.get(key, ()))
@@ -874,6 +906,26 @@ def _gate(draft: ParsedDraft, results: list[_ClaimResult], keys: _Keys, state: I
                                         related=related, citation=r.cited_id,
                                         conflict=ConflictDetail(conflict.summary, cited_here, r.identity)))
     return gate
+
+
+def _conflict_locations(conflict: Conflict, config: Config) -> tuple[Location, ...]:
+    """A conflict's related locations (SPEC §7.4): each value's listed sources in order, as
+    ``path:line`` with ``field：value`` (an image attribute: its image, line 1, named by its
+    region's id). Made when a finding's ``related`` is first read (:class:`DeferredLocations`);
+    the display path and image test are worked out once per evidence file (a key's thousands
+    of sources come from a few hundred files).
+    """
+    shown: dict[str, tuple[str, bool]] = {}
+    related = []
+    for kl in conflict.related_lines():
+        where = shown.get(kl.path)
+        if where is None:
+            where = shown[kl.path] = (config.evidence_display(kl.path), is_image_path(kl.path))
+        if where[1]:
+            related.append(Location(where[0], 1, f"{source_id(kl)} {kl.field}：{kl.value}"))
+        else:
+            related.append(Location(where[0], kl.line, f"{kl.field}：{kl.value}"))
+    return tuple(related)
 
 
 def _coverage(results: list[_ClaimResult], required: list[ConflictKey], gate: GateResult) -> float:

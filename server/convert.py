@@ -113,7 +113,7 @@ def lsp_diagnostic(finding: Finding, lines: Sequence[str], codec: PositionCodec,
     related = None
     if related_info and finding.related:
         if related_of is not None:
-            related = related_of(finding.related[:MAX_RELATED])
+            related = related_of(tuple(finding.related[:MAX_RELATED]))
         else:
             related = lsp_related(finding.related[:MAX_RELATED], location_of)
     message = finding.message + (f"\n{finding.hint}" if finding.hint else "")

@@ -34,8 +34,24 @@ class UsageError(Exception):
     """A usage or configuration problem: printed to stderr, exit status 2."""
 
 
+def run() -> int:
+    """The ``grounding`` console script and ``python -m grounding.cli``: :func:`main` on
+    ``sys.argv``, in a process that runs this one command, so the garbage collector is set for
+    it first (:func:`grounding_core.collector.process_start`), except for ``grounding lsp``,
+    whose server keeps its own collector policy (``server/heap.py``).
+    """
+    if sys.argv[1:2] != ["lsp"]:
+        from grounding_core.collector import process_start
+
+        process_start()
+    return main()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``grounding`` console script; returns the exit status."""
+    """Run one command (``argv``, default ``sys.argv[1:]``); returns the exit status. Callers
+    in another program (tests) keep their process's collector settings (:func:`run` sets the
+    CLI's).
+    """
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):

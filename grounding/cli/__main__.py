@@ -2,7 +2,7 @@
 
 import sys
 
-from grounding.cli import main
+from grounding.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -108,7 +108,7 @@ def conflict_message(finding: Finding, detail: ConflictDetail) -> str:
 class _Rendered:
     """One key's editor rendering, made from one finding of it (see :func:`_render`)."""
 
-    related: tuple[Location, ...]
+    related: Sequence[Location]
     core_message: str
     cited: tuple[LineIdentity, ...]
     message: str

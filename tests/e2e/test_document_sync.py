@@ -344,7 +344,7 @@ async def test_exit_without_shutdown_ends_the_process_with_code_1(tmp_path: Path
 
 
 GROUNDING_LSP = [sys.executable, "-m", "grounding.cli", "lsp"]
-"""``grounding lsp`` (the console script runs ``grounding.cli:main``)."""
+"""``grounding lsp`` (the console script runs ``grounding.cli:run``)."""
 
 
 @in_module_loop
