@@ -5,6 +5,7 @@ writer reads (findings in /work/notes/tryout-findings.md).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,75 @@ def test_a_value_holding_a_full_width_colon_is_still_read(capsys: pytest.Capture
                            "evidence/a.md": "---\ndoc_id: a\ntitle: 退款：规则\n---\n- 时间：周一\n"})
     code, out, _ = run(capsys, tmp_path, "cite", "a:5")
     assert code == 0 and out.startswith("[^1]: a@1:5 ")
+
+
+# -- 9, 10. footnote syntax and quote marks typed by a Chinese input method --------------------
+
+MEMBER = "---\ndoc_id: refund\n---\n- 主题：退款政策\n１．会员日：每月8日 🎉\n２．到账时间：3–5个工作日\n"
+
+
+def test_full_width_footnote_syntax_and_curly_quotes_are_named_and_fixed(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    h = sha256(MEMBER)[:12]
+    draft = ("---\r\nfields: [会员日, 到账时间]\r\ncontext: {units: [\"refund@1\"]}\r\n---\r\n"
+             "𠮷会员日是每月8日 🎉［^1］。到账时间是3–5个工作日[^2]。\r\n\r\n"
+             f"[^1]: refund@1:5 sha256:{h} “１．会员日：每月8日 🎉”\r\n"
+             f"[^2]：refund@1:6 sha256:{h} \"２．到账时间：3–5个工作日\"\r\n")
+    write_files(tmp_path, {"grounding.toml": "", "evidence/refund.md": MEMBER, "answers/x.md": draft.encode()})
+    code, out, _ = run(capsys, tmp_path, "check", "answers/x.md")
+    assert code == 1
+    lines = [ln for ln in out.splitlines() if ln.startswith("answers/x.md:")]
+    # the reference typed with full-width brackets: its column counts 𠮷 and 🎉 as one each
+    assert ("answers/x.md:5:12: error GR101 malformed-citation: column 12 of the line: U+FF3B FULLWIDTH"
+            " LEFT SQUARE BRACKET (［) in '［^1］' where '[' belongs: an input-method slip (2 full-width"
+            " characters in all), so Markdown reads it as text, not as a reference to [^1]") in lines
+    # the definition typed with a full-width colon: named on its line, and by the reference
+    assert any(ln.startswith("answers/x.md:8:1: error GR101 malformed-citation: column 5 of the line:"
+                             " U+FF1A FULLWIDTH COLON (：) in '[^2]：'") for ln in lines)
+    assert any(ln.startswith("answers/x.md:5:") and "[^2] has no definition: line 8 would be it" in ln
+               for ln in lines)
+    # [^1]'s definition (curly quotes) is checked once a reference reaches it: --fix goes on
+    # until nothing changes, so one run repairs the reference and then the quote marks
+    code, out, err = run(capsys, tmp_path, "check", "--fix", "answers/x.md")
+    assert code == 0, out
+    assert "answered (no problems)" in out
+    fixed = (tmp_path / "answers" / "x.md").read_bytes().decode()
+    assert fixed == (draft.replace("［^1］", "[^1]").replace("[^2]：", "[^2]: ")
+                     .replace("“", '"').replace("”", '"'))
+    assert "\r\n" in fixed and "\n" not in fixed.replace("\r\n", "")   # CRLF kept
+    assert "Write the footnote definition in ASCII: [^2]： → [^2]: " in err
+    assert "Use straight double quotes around the quote: “１．会员日：每月8日 🎉” → \"１．会员日：每月8日 🎉\"" in err
+
+
+def test_curly_quotes_are_named_with_a_fix(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    h = sha256(MEMBER)[:12]
+    draft = f"𠮷会员日是每月8日 🎉[^1]。\n\n[^1]: refund@1:5 sha256:{h} “１．会员日：每月8日 🎉”  \n"
+    write_files(tmp_path, {"grounding.toml": "", "evidence/refund.md": MEMBER, "answers/x.md": draft})
+    _, out, _ = run(capsys, tmp_path, "check", "--format", "json", "answers/x.md")
+    (finding,) = [d for d in json.loads(out)["drafts"][0]["diagnostics"] if d["code"] == "GR101"]
+    assert "U+201C" in finding["message"] and finding["hint"] == 'Write it as "１．会员日：每月8日 🎉".'
+    assert finding["fix"] == {"title": "Use straight double quotes around the quote",
+                              "new_text": '"１．会员日：每月8日 🎉"'}
+
+
+@pytest.mark.parametrize("line", [
+    "```\n[^1]：refund@1:5 not a definition, code\n```",          # code is never footnote syntax
+    "[^1]: refund@1:5 sha256:{h} \"１．会员日：每月8日 🎉\"\n[^1]：另一个",  # the label is defined
+])
+def test_full_width_definition_check_leaves_code_and_defined_labels_alone(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, line: str) -> None:
+    h = sha256(MEMBER)[:12]
+    draft = "会员日是每月8日 🎉[^1]。\n\n" + line.format(h=h) + "\n"
+    write_files(tmp_path, {"grounding.toml": "", "evidence/refund.md": MEMBER, "answers/x.md": draft})
+    _, out, _ = run(capsys, tmp_path, "check", "answers/x.md")
+    assert "input-method slip" not in out
+
+
+def test_curly_quotes_around_a_wrong_quote_are_straightened_and_the_mismatch_stays(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    h = sha256(MEMBER)[:12]
+    draft = f"会员日是每月9日[^1]。\n\n[^1]: refund@1:5 sha256:{h} 「１．会员日：每月9日」\n"
+    write_files(tmp_path, {"grounding.toml": "", "evidence/refund.md": MEMBER, "answers/x.md": draft})
+    code, out, _ = run(capsys, tmp_path, "check", "--fix", "answers/x.md")
+    assert code == 1 and "GR103 quote-mismatch" in out      # the marks are fixed, the text is not
+    assert (tmp_path / "answers" / "x.md").read_text(encoding="utf-8").endswith('"１．会员日：每月9日"\n')
