@@ -152,3 +152,26 @@ def test_curly_quotes_around_a_wrong_quote_are_straightened_and_the_mismatch_sta
     code, out, _ = run(capsys, tmp_path, "check", "--fix", "answers/x.md")
     assert code == 1 and "GR103 quote-mismatch" in out      # the marks are fixed, the text is not
     assert (tmp_path / "answers" / "x.md").read_text(encoding="utf-8").endswith('"１．会员日：每月9日"\n')
+
+
+# -- 21. cite names the same field's current line, as check does -------------------------------
+
+
+@pytest.mark.parametrize("target", ["refund@1:6", "evidence/archive/refund-v1.md:6"])
+def test_cite_of_a_superseded_line_that_changed_names_the_fields_current_line(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    v2 = REFUND_V2.replace("- 主题：退款政策\n", "- 主题：退款政策\n𠮷 新增说明\n")   # the field moves to line 7
+    write_files(tmp_path, {"grounding.toml": "", "evidence/archive/refund-v1.md": REFUND_V1,
+                           "evidence/refund.md": v2})
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, tmp_path, "cite", target)
+    assert code == 1 and "GR104" in err
+    assert ("hint: the line changed; its field '到账时间' is now refund@2:7: '１．到账时间：3–5个工作日 🎉'"
+            " (grounding cite refund:7;") in err
+    # the same line check's stale-citation names
+    draft = f'退款7个工作日到账[^1]。\n\n[^1]: refund@1:6 sha256:{sha256(REFUND_V1)[:12]} "１．到账时间：7个工作日 🎉"\n'
+    write_files(tmp_path, {"answers/x.md": draft})
+    _, out, _ = run(capsys, tmp_path, "check", "answers/x.md")
+    assert "its field is now line 7: '１．到账时间：3–5个工作日 🎉'" in out
+    code, out, _ = run(capsys, tmp_path, "cite", "refund:7")
+    assert code == 0 and out.startswith("[^1]: refund@2:7 ")
