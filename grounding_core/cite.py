@@ -417,7 +417,9 @@ def search_citations(snapshot: IndexSnapshot, query: str, today: dt.date, limit:
     """Citations of active lines matching ``query`` across the corpus, best first (SPEC §4 FTS).
 
     Every whitespace-separated term must occur in the line, compared after Unicode NFKC on
-    both sides (``７天`` finds ``7天`` and back; see :meth:`IndexSnapshot.search`). Hits on inactive documents, meta
+    both sides (``７天`` finds ``7天`` and back; see :meth:`IndexSnapshot.search`). Image regions'
+    measured attributes are not in the full-text index (``cite_document``/``cite_region`` grep
+    one image; the no-match hint says so). Hits on inactive documents, meta
     fields or lines the snapshot does not know are listed in ``skipped``. Raises ``no-match`` when
     nothing citable matches. ``limit`` caps the citations returned.
     """
@@ -437,7 +439,8 @@ def search_citations(snapshot: IndexSnapshot, query: str, today: dt.date, limit:
         raise CiteError("no-match",
                         f"no active evidence line contains '{shorten(query)}'" + (f" ({why})" if why else ""),
                         "search for a shorter text: each space-separated term must occur in the line"
-                        " (compared after NFKC, so ７天 finds 7天)")
+                        " (compared after NFKC, so ７天 finds 7天); the measured attributes of images"
+                        " are searched per image: grounding cite IMAGE_DOC_ID --grep TEXT")
     return CiteResult(tuple(citations), tuple(skipped))
 
 

@@ -175,3 +175,18 @@ def test_cite_of_a_superseded_line_that_changed_names_the_fields_current_line(
     assert "its field is now line 7: '１．到账时间：3–5个工作日 🎉'" in out
     code, out, _ = run(capsys, tmp_path, "cite", "refund:7")
     assert code == 0 and out.startswith("[^1]: refund@2:7 ")
+
+
+# -- 12. the corpus-wide grep says how to search an image -------------------------------------
+
+
+def test_a_corpus_wide_grep_that_only_an_image_region_matches_says_to_grep_the_image(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    shapes = (Path(__file__).resolve().parents[2] / "examples" / "evidence" / "images" / "shapes.png").read_bytes()
+    write_files(tmp_path, {"grounding.toml": "", "evidence/面板🎉.png": shapes, "evidence/refund.md": REFUND_V2})
+    code, _, err = run(capsys, tmp_path, "cite", "--grep", "红色")
+    assert code == 1 and "no active evidence line contains '红色'" in err
+    assert "grounding cite IMAGE_DOC_ID --grep TEXT" in err
+    # and the advice works
+    code, out, _ = run(capsys, tmp_path, "cite", "面板🎉", "--grep", "红色")
+    assert code == 0 and '[^1]: 面板🎉@1#r1 sha256:' in out and '"颜色：红色"' in out
