@@ -190,3 +190,33 @@ def test_a_corpus_wide_grep_that_only_an_image_region_matches_says_to_grep_the_i
     # and the advice works
     code, out, _ = run(capsys, tmp_path, "cite", "面板🎉", "--grep", "红色")
     assert code == 0 and '[^1]: 面板🎉@1#r1 sha256:' in out and '"颜色：红色"' in out
+
+
+# -- 2, 3. a refused question names the known field names close to its leftover terms --------
+
+HOURS = ("---\r\ndoc_id: hours\r\n---\r\n- 主题：客服\r\n- Phone support: Mon–Fri 9:00–18:00 🎉\r\n"
+         "- 到账时间：3–5个工作日\r\n")
+
+
+@pytest.mark.parametrize(("question", "terms", "close"), [
+    ("退款多久到账？", "'退款', '到账'", "'到账时间'"),
+    ("What is the phone support?", "'phone', 'support'", "'Phone support'"),
+])
+def test_a_refused_question_names_close_field_names(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, question: str, terms: str, close: str) -> None:
+    write_files(tmp_path, {"grounding.toml": 'field_separators = ["：", ":"]\n', "evidence/hours.md": HOURS})
+    code, out, err = run(capsys, tmp_path, "answer", "--question", question, "--format", "json")
+    assert code == 0 and json.loads(out)["reason"] == "unsupported_terms"
+    assert f"value: {terms} (SPEC §13" in err
+    assert f"known field names close to them: {close}" in err and "ask with the whole name" in err
+
+
+def test_the_advice_of_a_refused_question_works(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    write_files(tmp_path, {"grounding.toml": 'field_separators = ["：", ":"]\n', "evidence/hours.md": HOURS})
+    code, out, err = run(capsys, tmp_path, "answer", "--question", "What is the Phone support?", "--format", "json")
+    answer = json.loads(out)
+    assert code == 0 and answer["status"] == "answered" and "close to them" not in err
+    assert answer["claims"][0]["quote"] == "- Phone support: Mon–Fri 9:00–18:00 🎉"
+    # a refusal with nothing close says nothing more
+    code, out, err = run(capsys, tmp_path, "answer", "--question", "𠮷野家的材质？", "--format", "json")
+    assert json.loads(out)["reason"] == "unsupported_terms" and "close to them" not in err
