@@ -169,7 +169,8 @@ def test_cite_of_a_superseded_line_that_changed_names_the_fields_current_line(
     assert ("hint: the line changed; its field '到账时间' is now refund@2:7: '１．到账时间：3–5个工作日 🎉'"
             " (grounding cite refund:7;") in err
     # the same line check's stale-citation names
-    draft = f'退款7个工作日到账[^1]。\n\n[^1]: refund@1:6 sha256:{sha256(REFUND_V1)[:12]} "１．到账时间：7个工作日 🎉"\n'
+    definition = f'[^1]: refund@1:6 sha256:{sha256(REFUND_V1)[:12]} "１．到账时间：7个工作日 🎉"'
+    draft = f"退款7个工作日到账[^1]。\n\n{definition}\n"
     write_files(tmp_path, {"answers/x.md": draft})
     _, out, _ = run(capsys, tmp_path, "check", "answers/x.md")
     assert "its field is now line 7: '１．到账时间：3–5个工作日 🎉'" in out

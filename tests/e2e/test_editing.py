@@ -692,7 +692,8 @@ async def test_stale_citation_whose_line_changed_points_to_the_same_field_now(cl
 @in_module_loop
 async def test_cite_the_current_line_also_updates_the_context_unit(client: RecordingClient) -> None:
     """tryout2 finding 5: the fix used to keep ``context: {units: ["schedule@1"]}``, so the
-    draft got GR107 invisible-source at once."""
+    draft got GR107 invisible-source at once.
+    """
     root = root_of(client)
     v1, v2 = sha(root, "archive/schedule-v1.md")[:12], sha(root, "schedule.md")[:12]
     buffer = Buffer(client, "stale-moved-context",

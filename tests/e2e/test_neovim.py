@@ -435,7 +435,8 @@ def test_config_conflicts_command_fills_the_quickfix_list(config_run: ConfigRun)
 
 def test_config_context_and_reindex_commands_say_it_in_words(config_run: ConfigRun) -> None:
     """tryout2 finding 15: a draft without a reserve showed ``output tokens: N of -``, and one
-    conflict was ``1 conflicts``."""
+    conflict was ``1 conflicts``.
+    """
     context = config_run.step("context")
     assert context["done"], "no message"
     assert re.search(r"^output tokens: \d+ \(no reserve declared\)$", context["message"], re.M), context["message"]
