@@ -183,7 +183,9 @@ def cite_line(snapshot: IndexSnapshot, doc_id: str, line: int, today: dt.date, v
 def _same_line_hint(snapshot: IndexSnapshot, doc_id: str, version: int, line: int) -> str:
     """"the same line is DOC@V:N: grounding cite DOC:N" when ``line`` of the superseded
     ``version`` still exists verbatim in the current one (the line ``grounding check`` re-anchors
-    to, :func:`grounding_core.verify.same_line_in`), else "".
+    to, :func:`grounding_core.verify.same_line_in`); else, when it was a field line and the
+    current version has that field, the field's current line (nearest to ``line``, as
+    ``grounding check``'s stale-citation message names it); else "".
     """
     from .verify import same_line_in
 
@@ -193,10 +195,20 @@ def _same_line_hint(snapshot: IndexSnapshot, doc_id: str, version: int, line: in
     old_doc = snapshot.document(old)
     if not 0 < line <= len(old_doc.lines) or old_doc.is_front_matter_line(line):
         return ""
-    same = same_line_in(snapshot.document(newest), old_doc.lines[line - 1], line)
-    if same is None:
+    doc = snapshot.document(newest)
+    same = same_line_in(doc, old_doc.lines[line - 1], line)
+    if same is not None:
+        return f"the same line is {doc_id}@{newest.version}:{same}: grounding cite {doc_id}:{same}"
+    # the line changed: name the same field's current line, as `grounding check` does
+    old_field = old_doc.field_lines.get(line)
+    numbers = [] if old_field is None else [
+        n for n, fl in doc.field_lines.items() if fl.field == old_field.field and not doc.is_front_matter_line(n)]
+    if not numbers:
         return ""
-    return f"the same line is {doc_id}@{newest.version}:{same}: grounding cite {doc_id}:{same}"
+    number = min(numbers, key=lambda n: (abs(n - line), n))
+    return (f"the line changed; its field '{shorten(old_field.field if old_field else '')}' is now"
+            f" {doc_id}@{newest.version}:{number}: '{shorten(doc.lines[number - 1])}' (grounding cite"
+            f" {doc_id}:{number}; check that the sentence still says what that line says)")
 
 
 def cite_path(snapshot: IndexSnapshot, rel_path: str, line: int, today: dt.date, shown_path: str = "") -> Citation:
@@ -405,7 +417,9 @@ def search_citations(snapshot: IndexSnapshot, query: str, today: dt.date, limit:
     """Citations of active lines matching ``query`` across the corpus, best first (SPEC §4 FTS).
 
     Every whitespace-separated term must occur in the line, compared after Unicode NFKC on
-    both sides (``７天`` finds ``7天`` and back; see :meth:`IndexSnapshot.search`). Hits on inactive documents, meta
+    both sides (``７天`` finds ``7天`` and back; see :meth:`IndexSnapshot.search`). Image regions'
+    measured attributes are not in the full-text index (``cite_document``/``cite_region`` grep
+    one image; the no-match hint says so). Hits on inactive documents, meta
     fields or lines the snapshot does not know are listed in ``skipped``. Raises ``no-match`` when
     nothing citable matches. ``limit`` caps the citations returned.
     """
@@ -425,7 +439,8 @@ def search_citations(snapshot: IndexSnapshot, query: str, today: dt.date, limit:
         raise CiteError("no-match",
                         f"no active evidence line contains '{shorten(query)}'" + (f" ({why})" if why else ""),
                         "search for a shorter text: each space-separated term must occur in the line"
-                        " (compared after NFKC, so ７天 finds 7天)")
+                        " (compared after NFKC, so ７天 finds 7天); the measured attributes of images"
+                        " are searched per image: grounding cite IMAGE_DOC_ID --grep TEXT")
     return CiteResult(tuple(citations), tuple(skipped))
 
 

@@ -23,7 +23,7 @@ import re
 import unicodedata
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
@@ -424,11 +424,14 @@ def parse_markdown(text: str) -> ParsedDraft:
     draft = ParsedDraft(kind="markdown", text=text, lines=lines)
     tokens = _markdown().parse(text, {})
     definitions: dict[str, Definition] = {}
+    not_prose: set[int] = set()  # code and front matter: never footnote syntax
     blocks: list[Token] = []
     depth_footnote = 0
     front_seen = False
     heading_inlines = {id(t) for t in _heading_inlines(tokens)}
     for token in tokens:
+        if token.type in ("fence", "code_block", "front_matter") and token.map:
+            not_prose.update(range(*token.map))
         if token.type == "front_matter" and token.map:
             front_seen = True
             draft.front_matter_lines = token.map[1]
@@ -459,12 +462,19 @@ def parse_markdown(text: str) -> ParsedDraft:
             hint="Add a closing '---' line after question/fields.",
         ))
     defined = set(definitions)
+    slips, slipped = _footnote_slips(
+        lines, (n for n in range(len(lines)) if n not in not_prose and n not in _definition_lines(definitions)),
+        definitions)
+    draft.findings.extend(slips)
+    slipped_lines = set(slipped.values())
     problems: dict[str, str | None] = {}
     claimed: set[tuple[Span, str]] = set()
     for block in blocks:
         sentences = (_html_sentences(block, lines) if block.type == "html_block"
                      else _sentences(block, lines, defined))
         for sentence in sentences:
+            if sentence.span.start_line in slipped_lines:  # a definition typed with a slip
+                continue
             if not sentence.refs:  # GR110 and the Cite action read what a reader sees
                 draft.uncited.append(Sentence(prose_text(sentence.text), sentence.span, ()))
                 continue
@@ -473,15 +483,23 @@ def parse_markdown(text: str) -> ParsedDraft:
                     problems[label] = label_problem(label)
                 is_first = (sentence.span, label) not in claimed
                 claimed.add((sentence.span, label))
-                _add_claim(draft, sentence, label, ref_span, definitions, problems[label], is_first)
+                _add_claim(draft, sentence, label, ref_span, definitions, problems[label], is_first,
+                           slipped.get(label))
     draft.findings = _dedupe(draft.findings)
     return draft
 
 
+def _definition_lines(definitions: dict[str, Definition]) -> set[int]:
+    return {d.line for d in definitions.values()}
+
+
 def _add_claim(draft: ParsedDraft, sentence: Sentence, label: str, ref_span: Span,
-               definitions: dict[str, Definition], problem: str | None, first: bool) -> None:
+               definitions: dict[str, Definition], problem: str | None, first: bool,
+               slipped_line: int | None = None) -> None:
     """One reference of a sentence: a claim (once per sentence and label), and a finding when
     the reference is unusable (``problem``: :func:`label_problem` of the label).
+    ``slipped_line``: the 0-based line of a definition of the label typed with a full-width
+    slip (:func:`_footnote_slips`), named by the "has no definition" finding.
     """
     shown = shorten(label, 40)
     definition = definitions.get(label)
@@ -498,8 +516,11 @@ def _add_claim(draft: ParsedDraft, sentence: Sentence, label: str, ref_span: Spa
     if definition is None:
         draft.findings.append(Finding(
             "malformed-citation", ref_span,
-            f"[^{shown}] has no definition",
-            hint=f"Add its definition on a line of its own: [^{shown}]: DOC_ID@VERSION:LINE sha256:HASH"
+            f"[^{shown}] has no definition"
+            + (f": line {slipped_line + 1} would be it but for an input-method slip (see the finding there)"
+               if slipped_line is not None else ""),
+            hint=f"Write line {slipped_line + 1} in ASCII (`grounding check --fix` does)." if slipped_line is not None
+            else f"Add its definition on a line of its own: [^{shown}]: DOC_ID@VERSION:LINE sha256:HASH"
             ' "WHOLE LINE" (`grounding cite DOC_ID:LINE` prints one to paste).',
         ))
         if first:
@@ -603,8 +624,19 @@ def parse_definition(line: str, line_no: int, label: str) -> Definition:
     tail = parts[2]
     if not tail.startswith('"'):
         if tail[:1] and tail[0] in QUOTE_LOOKALIKES:
-            return bad(f"the quote starts with {tail[0]!r} (U+{ord(tail[0]):04X}); only the straight"
-                       ' double quote " (U+0022) is accepted', shape, id_text)
+            message = (f"the quote starts with {tail[0]!r} (U+{ord(tail[0]):04X}); only the straight"
+                       ' double quote " (U+0022) is accepted')
+            body = tail.rstrip(" ")
+            if len(body) < 2 or body[-1] not in QUOTE_LOOKALIKES:
+                return bad(message, shape, id_text)
+            # curly (or CJK) quote marks around the quote, as Chinese input methods type them:
+            # the fix changes the two marks only; the recheck compares what is between them
+            start = id_col + len(id_text) + 1 + len(parts[1]) + 1
+            straight = f'"{body[1:-1]}"'
+            return Definition(label, line_no, span, id_text, None, None, None, message,
+                              f"Write it as {shorten(straight, 60)}.",
+                              fix=Edit(Span.line(line_no, start, start + len(body)), straight,
+                                       "Use straight double quotes around the quote"))
         return bad("the quote must start with a straight double quote \" right after one space",
                    shape, id_text)
     last = tail.rfind('"')
@@ -636,6 +668,83 @@ def _id_problem(id_text: str) -> str:
 
 _ASCII_FORMS = {"＠": "@", "：": ":", **{chr(0xFF10 + d): str(d) for d in range(10)}}
 """Full-width characters an input method types for the ASCII ones a citation id needs."""
+
+
+_FOOTNOTE_ASCII = {"［": "[", "＾": "^", "］": "]", "：": ":", "﹕": ":", "︓": ":"}
+"""Full-width characters an input method types for the ASCII ones of footnote syntax."""
+SLIPPED_DEFINITION_RE = re.compile(r"([\[［])([\^＾])([^\[\]［］\s]+)([\]］])([:：﹕︓])")
+"""The start of a line that would be a footnote definition ``[^label]:`` but for full-width
+characters (``[^3]：``, ``［^3］：``); checked only where at least one is full-width."""
+SLIPPED_REF_RE = re.compile(r"([\[［])([\^＾])([^\[\]［］\s]+)([\]］])")
+"""A reference ``[^label]`` typed with full-width brackets or caret (``［^2］``)."""
+
+
+def _footnote_slip(match: re.Match[str], what: str) -> tuple[str, int, str] | None:
+    """``(ASCII text, 0-based offset of the first slip, message)`` for footnote syntax matched by
+    :data:`SLIPPED_DEFINITION_RE` or :data:`SLIPPED_REF_RE` whose brackets, caret or colon are
+    full-width (:data:`_FOOTNOTE_ASCII`; the label is kept as written), or None when all ASCII.
+    """
+    text = match[0]
+    fixed = "".join(part if k == 3 else _FOOTNOTE_ASCII.get(part, part)
+                    for k, part in enumerate(match.groups(), start=1))
+    if fixed == text:
+        return None
+    first = next(i for i, (a, b) in enumerate(zip(text, fixed, strict=True)) if a != b)
+    slips = sum(1 for a, b in zip(text, fixed, strict=True) if a != b)
+    more = f" ({slips} full-width characters in all)" if slips > 1 else ""
+    return fixed, first, (f"{char_name(text[first])} in {shorten(text, 40, quote=True)} where"
+                          f" '{fixed[first]}' belongs: an input-method slip{more}, so Markdown reads"
+                          f" it as text, not as {what}")
+
+
+def _footnote_slips(lines: list[str], candidates: Iterable[int], definitions: dict[str, Definition]
+                    ) -> tuple[list[Finding], dict[str, int]]:
+    """SPEC §5.1 footnote syntax typed with full-width characters, on the ``candidates`` lines
+    (0-based; prose and footnote lines, never code or front matter): a definition line
+    ``[^3]：…`` or ``［^3］：…`` whose label has no real definition, and references ``［^2］``.
+
+    Returns the malformed-citation findings (each with its fix) and ``{label: line}`` of the
+    slipped definitions, so a reference without a definition can name the line that was meant.
+    Linear in the lines. docs/decisions.md "Full-width footnote syntax".
+    """
+    findings: list[Finding] = []
+    slipped: dict[str, int] = {}
+    for line_no in candidates:
+        line = lines[line_no]
+        full_width = "［" in line or "］" in line or "＾" in line
+        if not full_width and not line.startswith("[^"):
+            continue
+        match = SLIPPED_DEFINITION_RE.match(line)
+        if match is not None and match[3] not in definitions and match[3] not in slipped:
+            slip = _footnote_slip(match, f"the definition of [^{match[3]}]")
+            if slip is not None:
+                fixed, first, message = slip
+                if not line[match.end():].startswith(" "):
+                    fixed += " "
+                slipped[match[3]] = line_no
+                findings.append(Finding(
+                    "malformed-citation", Span.line(line_no, 0, match.end()),
+                    f"column {first + 1} of the line: {message}",
+                    hint=f"Write it as [^{match[3]}]: DOC_ID@VERSION:LINE sha256:HASH \"WHOLE LINE\".",
+                    fix=Edit(Span.line(line_no, 0, match.end()), fixed,
+                             "Write the footnote definition in ASCII"),
+                ))
+                continue
+        for ref in SLIPPED_REF_RE.finditer(line) if full_width else ():
+            if "［" not in ref[0] and "］" not in ref[0] and "＾" not in ref[0]:
+                continue
+            slip = _footnote_slip(ref, f"a reference to [^{ref[3]}]")
+            if slip is None:
+                continue
+            fixed, first, message = slip
+            findings.append(Finding(
+                "malformed-citation", Span.line(line_no, ref.start(), ref.end()),
+                f"column {ref.start() + first + 1} of the line: {message}",
+                hint=f"Write the reference as {fixed}.",
+                fix=Edit(Span.line(line_no, ref.start(), ref.end()), fixed,
+                         "Write the footnote reference in ASCII"),
+            ))
+    return findings, slipped
 
 
 def ime_slip(id_text: str) -> tuple[str, int] | None:

@@ -16,6 +16,11 @@ MEMORY_KINDS: tuple[str, ...] = ("remember", "approve", "forget")
 """Memory events (SPEC §11): their fields are JSON in ``data`` (``grounding_core.memory``);
 the evidence derivations skip them and ``grounding_core.memory_store`` derives memory."""
 EVENT_KINDS: tuple[str, ...] = (*EVIDENCE_KINDS, *MEMORY_KINDS)
+REPLACED_REASON = "no longer indexed from "
+"""How a ``revoke`` event's reason starts when its file still exists but no longer yields that
+version (written by the scan, ``grounding_core.store``): edited in place to a newer version,
+claimed by another file, or its front matter broke. When a newer version exists, activity
+messages say "version N supersedes it" instead of "revoked" (``IndexSnapshot.inactive_reason``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from functools import cached_property
 import yaml
 
 from .model import FieldLine, Span
-from .text import shorten, split_lines, strip_bom
+from .text import char_name, shorten, split_lines, strip_bom
 
 LIST_MARKERS = ("- ", "* ", "+ ")
 """The bullet markers (SPEC §3); ordered markers are in :data:`LIST_MARKER_RE`."""
@@ -230,6 +230,7 @@ def parse_front_matter(lines: Sequence[str]) -> FrontMatter:
     try:
         node = yaml.compose(source, Loader=YAML_LOADER)
     except yaml.YAMLError as exc:
+        _reject_full_width_key_colon(lines[1:end])
         mark = getattr(exc, "problem_mark", None)
         line = (mark.line + 2) if mark is not None else 1
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
@@ -246,6 +247,7 @@ def parse_front_matter(lines: Sequence[str]) -> FrontMatter:
     if node is None:
         return FrontMatter(end_line=end + 1)
     if not isinstance(node, yaml.MappingNode):
+        _reject_full_width_key_colon(lines[1:end])
         raise EvidenceError(
             "invalid-front-matter", "front matter must be a mapping of keys to values", line=2
         )
@@ -277,6 +279,36 @@ def parse_front_matter(lines: Sequence[str]) -> FrontMatter:
             )
         values[key] = (str(value_node.value), line)
     return _front_matter_from(values, end + 1)
+
+
+_FULL_WIDTH_KEY_RE = re.compile(r"[ \t]*([A-Za-z_][A-Za-z0-9_-]*)[ \t\u3000]*([\uff1a\ufe55\ufe13])")
+"""A front-matter line whose key is followed by a full-width (or small/vertical) colon: an
+input-method slip YAML does not read as a key (``version：1``)."""
+
+
+def _reject_full_width_key_colon(body: Sequence[str]) -> None:
+    """Raise ``invalid-front-matter`` naming the first line of ``body`` (the lines between the
+    ``---`` lines, reported as line 2 on) whose ASCII key is followed by a full-width colon.
+
+    Called when the front matter does not parse as a mapping, so the message names the slip
+    and its line instead of the parser's complaint about the line after it. SPEC §3;
+    docs/decisions.md "Full-width colon in front matter".
+    """
+    for offset, text in enumerate(body):
+        match = _FULL_WIDTH_KEY_RE.match(text)
+        if match is None:
+            continue
+        key, colon = match[1], match[2]
+        column = match.start(2) + 1
+        value = text[match.end():].strip()
+        raise EvidenceError(
+            "invalid-front-matter",
+            f"column {column} of the line: {char_name(colon)} after the key {key!r} where YAML"
+            " needs ':' (an input-method slip), so the line is not read as that key",
+            line=offset + 2,
+            hint=f"Write it as '{key}: {value}' (an ASCII colon and a space)." if value
+            else f"Write the key as '{key}:' (an ASCII colon).",
+        )
 
 
 def _front_matter_from(values: dict[str, tuple[str, int]], end_line: int) -> FrontMatter:

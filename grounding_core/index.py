@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
+from .events import REPLACED_REASON
 from .evidence import EvidenceDocument
 from .images import ImageDocument, Measurement
 from .memory import EmptyMemory, MemoryEntry, active_of
@@ -258,9 +259,13 @@ class IndexSnapshot(ABC):
 
         Reads only the record (its front-matter facts), never the version's text.
         """
-        if record.revoked:
-            return "it was deleted" if record.reason == "deleted" else f"it is revoked ({record.reason})"
         newest = self.newest(record.doc_id)
+        if record.revoked:
+            if (newest is not None and newest.version > record.version
+                    and (record.reason or "").startswith(REPLACED_REASON)):
+                # the file now holds a newer version: superseded, not withdrawn (tryout2)
+                return f"version {newest.version} supersedes it"
+            return "it was deleted" if record.reason == "deleted" else f"it is revoked ({record.reason})"
         if newest is not None and newest.version != record.version:
             return f"version {newest.version} supersedes it"
         if record.status == "revoked":

@@ -300,8 +300,39 @@ def _refused(snapshot: IndexSnapshot, config: Config, today: dt.date, question: 
     wire = build_answer([], fields, False, reserve, config.encoding)
     facts: dict[str, Any] = {"reason": reason, "support_scope": SUPPORT_SCOPE,
                              "same_key_sources_checked": 0, **extra}
-    return AnswerDraft(question, tuple(fields), subject, compiled, wire, (), _notes(reason, extra),
-                       facts=facts)
+    notes = _notes(reason, extra)
+    if reason == "unsupported_terms":
+        close = _close_field_names(snapshot, extra["unsupported_terms"], today)
+        if close:
+            notes += ("known field names close to them: " + ", ".join(f"'{n}'" for n in close)
+                      + " (the grammar matches names verbatim: ask with the whole name, or pass --fields)",)
+    return AnswerDraft(question, tuple(fields), subject, compiled, wire, (), notes, facts=facts)
+
+
+MAX_CLOSE_FIELDS = 5
+"""At most this many "known field names close to them" in an ``unsupported_terms`` note."""
+
+
+def _close_field_names(snapshot: IndexSnapshot, terms: Sequence[str], today: dt.date) -> list[str]:
+    """Active field names close to the leftover ``terms`` of a refused question, for its note:
+    ``到账`` -> ``到账时间``, ``phone support`` -> ``Phone support`` (the grammar matches
+    verbatim, SPEC §13, so the writer sees which name to use). Each term is looked up as
+    written and, when it is ASCII, with its first letter upper- or lower-cased; the whole
+    leftover joined by spaces is looked up too (``phone`` ``support``). Bounded:
+    :meth:`IndexSnapshot.similar_field_names` never reads every field name.
+    """
+    lookups = list(dict.fromkeys([" ".join(terms), *terms])) if len(terms) > 1 else list(terms)
+    out: list[str] = []
+    for term in lookups[:8]:
+        variants = [term]
+        if term.isascii() and term[:1].isalpha():
+            variants += [term[:1].swapcase() + term[1:]]
+        for variant in variants:
+            exact = [variant] if variant != term and snapshot.has_field(variant, today) else []
+            for name in [*exact, *snapshot.similar_field_names(variant, today, n=2)]:
+                if name not in out:
+                    out.append(name)
+    return out[:MAX_CLOSE_FIELDS]
 
 
 def _notes(reason: str, extra: dict[str, Any]) -> tuple[str, ...]:

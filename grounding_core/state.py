@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from .events import Event
+from .events import REPLACED_REASON, Event
 from .evidence import EvidenceDocument, EvidenceError, FrontMatter, parse_evidence_text
 from .index import (
     ConflictKey,
@@ -180,9 +180,13 @@ class IndexState:
 
     def inactive_reason(self, record: VersionRecord, today: dt.date) -> str | None:
         """Why a version is not active (SPEC §3), or None when it is active."""
-        if record.revoked:
-            return "it was deleted" if record.reason == "deleted" else f"it is revoked ({record.reason})"
         newest = self.newest(record.doc_id)
+        if record.revoked:
+            if (newest is not None and newest.version > record.version
+                    and (record.reason or "").startswith(REPLACED_REASON)):
+                # the file now holds a newer version: superseded, not withdrawn (tryout2)
+                return f"version {newest.version} supersedes it"
+            return "it was deleted" if record.reason == "deleted" else f"it is revoked ({record.reason})"
         if newest is not None and newest.version != record.version:
             return f"version {newest.version} supersedes it"
         front = self.document(record).front

@@ -109,8 +109,9 @@ local function show_conflicts(result, client)
 end
 
 local function show_context(result)
-  local lines = { 'status: ' .. text(result.status), 'output tokens: ' .. text(result.outputTokens)
-    .. ' of ' .. text(result.reserve) }
+  local reserve = result.reserve
+  local budget = (reserve == nil or reserve == vim.NIL) and ' (no reserve declared)' or (' of ' .. text(reserve))
+  local lines = { 'status: ' .. text(result.status), 'output tokens: ' .. text(result.outputTokens) .. budget }
   if result.message then table.insert(lines, result.message) end
   if result.error then table.insert(lines, 'error: ' .. text(result.error)) end
   for _, unit in ipairs(result.units or {}) do table.insert(lines, 'unit: ' .. unit) end
@@ -180,8 +181,9 @@ local function on_attach(client, bufnr)
   end, 'list same-field conflicts in the quickfix list')
   command('GroundingReindex', function()
     run(bufnr, 'grounding.reindex', {}, function(result)
-      vim.notify(string.format('Grounding: %d documents, %d versions, %d conflicts',
-        result.documents or 0, result.versions or 0, result.conflicts or 0))
+      local function count(n, word) return string.format('%d %s%s', n or 0, word, (n or 0) == 1 and '' or 's') end
+      vim.notify('Grounding: ' .. count(result.documents, 'document') .. ', ' .. count(result.versions, 'version')
+        .. ', ' .. count(result.conflicts, 'conflict'))
     end)
   end, 'rescan the evidence now')
 end

@@ -257,6 +257,13 @@ def _stderr_console() -> Any:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    if args.fix and args.at is not None:
+        # a fix computed against a past state would write citations of versions that are no
+        # longer current (SPEC §9: --fix applies the §10 fixes, which re-anchor to the present)
+        raise UsageError(f"--fix cannot be combined with --at {args.at}: the drafts are written for the"
+                         " present index, and fixes computed against the state after event"
+                         f" {args.at} would cite versions that may no longer be current; run"
+                         " `grounding check --fix` without --at")
     ws = open_workspace(args)
     if args.at is not None and ws.fallback:
         raise UsageError(f"--at {args.at}: the index could not be opened, and the in-memory index"

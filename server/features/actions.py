@@ -38,8 +38,9 @@ from lsprotocol import types
 
 from grounding_core.candidates import Candidate, citation_candidates
 from grounding_core.check import resolve_visibility
-from grounding_core.edits import FIXABLE, HASH_PREFIX, citation_edits, fix_all_edits
-from grounding_core.model import Edit, Finding, Span
+from grounding_core.drafts import ID_RE
+from grounding_core.edits import FIXABLE, HASH_PREFIX, citation_edits, context_unit_edits, fix_all_edits
+from grounding_core.model import CitationRef, Edit, Finding, Span
 from grounding_core.verify import CURRENT_FIELD_LINE
 from server.convert import lsp_range, lsp_workspace_edit
 from server.session import DraftResult, IndexView, Session
@@ -149,7 +150,9 @@ def _current_line_action(result: DraftResult, view: IndexView, finding: Finding,
     """"Cite the current line DOC@V:L" for a stale citation whose line changed: the same
     field's line in the current version (the finding's first related location names it,
     ``grounding_core.verify.CURRENT_FIELD_LINE``). Not a safe fix (the sentence may now say
-    something else; the claim-value check tells), so never part of fix all.
+    something else; the claim-value check tells), so never part of fix all. Like a re-anchor,
+    it also rewrites a context unit naming the old version (``refund@1`` -> ``refund@3``,
+    ``grounding_core.edits.context_unit_edits``), so the new citation is visible.
     """
     moved = next((r for r in finding.related if r.message.startswith(CURRENT_FIELD_LINE)), None)
     if moved is None or moved.line_text is None or finding.citation is None:
@@ -161,10 +164,17 @@ def _current_line_action(result: DraftResult, view: IndexView, finding: Finding,
     new_id = f"{doc_id}@{current.version}:{moved.line}"
     edit = Edit(finding.span, f'{new_id} sha256:{current.sha256[:HASH_PREFIX]} "{moved.line_text}"',
                 f"Cite the current line {new_id}")
+    edits = [edit]
+    old = ID_RE.fullmatch(finding.citation)
+    if old is not None:
+        unit_edits, _ = context_unit_edits(
+            result.draft, CitationRef(old["doc_id"], int(old["version"]), int(old["line"])),
+            CitationRef(doc_id, current.version, moved.line))
+        edits += unit_edits
     return [types.CodeAction(
         title=f"Cite the current line {new_id} — {moved.line_text}", kind=types.CodeActionKind.QuickFix,
         diagnostics=_matching(finding, result, request.diagnostics),
-        edit=workspace_edit(result, [edit], request.document_changes))]
+        edit=workspace_edit(result, edits, request.document_changes))]
 
 
 def citation_title(candidate: Candidate) -> str:

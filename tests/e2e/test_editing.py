@@ -690,6 +690,27 @@ async def test_stale_citation_whose_line_changed_points_to_the_same_field_now(cl
 
 
 @in_module_loop
+async def test_cite_the_current_line_also_updates_the_context_unit(client: RecordingClient) -> None:
+    """tryout2 finding 5: the fix used to keep ``context: {units: ["schedule@1"]}``, so the
+    draft got GR107 invisible-source at once.
+    """
+    root = root_of(client)
+    v1, v2 = sha(root, "archive/schedule-v1.md")[:12], sha(root, "schedule.md")[:12]
+    buffer = Buffer(client, "stale-moved-context",
+                    front("地点在哪里？", "地点", "context: {units: [\"schedule@1\"]}\n")
+                    + f'🎉地点在𠮷野家🎉二楼[^1]。\n\n[^1]: schedule@1:8 sha256:{v1} "- 地点：主楼东门"\n')
+    stale = [d for d in await buffer.diagnostics() if d.code == "GR104"]
+    assert len(stale) == 1
+    (cite,) = [a for a in await code_actions(buffer, stale) if a.title.startswith("Cite the current line")]
+    assert cite.edit is not None
+    buffer.apply(cite.edit)
+    assert 'context: {units: ["schedule@2"]}' in buffer.text
+    assert buffer.text.endswith(f'[^1]: schedule@2:9 sha256:{v2} "- 地点：𠮷野家🎉二楼"\n')
+    assert errors(await buffer.diagnostics()) == []  # no GR107, and the sentence says the new value
+    buffer.close()
+
+
+@in_module_loop
 async def test_fix_all_command_applies_the_fixes_through_apply_edit(client: RecordingClient) -> None:
     root = root_of(client)
     v1, v2 = sha(root, "archive/schedule-v1.md")[:12], sha(root, "schedule.md")[:12]

@@ -266,6 +266,8 @@ def _script() -> list[dict[str, Any]]:
         {"id": "after-fix", "op": "diagnostics", "after_edit": True},
         {"id": "cite", "op": "ex", "at": [6, on_third], "command": "GroundingCite", "wait": "changed"},
         {"id": "conflicts", "op": "ex", "command": "GroundingConflicts", "wait": "qflist"},
+        {"id": "context", "op": "ex", "at": [6, 0], "command": "GroundingContext", "wait": "notify"},
+        {"id": "reindex", "op": "ex", "at": [6, 0], "command": "GroundingReindex", "wait": "notify"},
         {"id": "complete", "op": "complete", "at": [11, 0], "keys": "Go[^9]: returns-policy@2:",
          "accept": "11"},
     ]
@@ -429,6 +431,21 @@ def test_config_conflicts_command_fills_the_quickfix_list(config_run: ConfigRun)
     assert {(str(events / "open-day-volunteers.md"), 12), (str(events / "open-day-schedule.md"), 16)} <= found
     text = "\n".join(item["text"] for item in conflicts["qflist"])
     assert "签到地点: 图书馆北门" in text and "签到地点: 主楼东门" in text
+
+
+def test_config_context_and_reindex_commands_say_it_in_words(config_run: ConfigRun) -> None:
+    """tryout2 finding 15: a draft without a reserve showed ``output tokens: N of -``, and one
+    conflict was ``1 conflicts``.
+    """
+    context = config_run.step("context")
+    assert context["done"], "no message"
+    assert re.search(r"^output tokens: \d+ \(no reserve declared\)$", context["message"], re.M), context["message"]
+    assert " of -" not in context["message"]
+    reindex = config_run.step("reindex")
+    assert reindex["done"], "no message"
+    assert re.fullmatch(r"Grounding: \d+ documents?, \d+ versions?, \d+ conflicts?", reindex["message"])
+    n = int(reindex["message"].rsplit(", ", 1)[1].split()[0])
+    assert reindex["message"].endswith(" conflict" if n == 1 else " conflicts")
 
 
 @pytest.mark.parametrize("config_run", [_config_param(name) for name in CONFIGS_NEW], indirect=True)

@@ -29,8 +29,9 @@
 --   complete {keys, accept?}   feed KEYS in Insert mode then CTRL-X CTRL-O; record the
 --                              completion items; accept the item whose abbr is ACCEPT
 --                              (CTRL-N..., CTRL-Y) or cancel (CTRL-E); <Esc>; record the line
---   ex {command, wait}         run an Ex command; wait = "qflist" (quickfix list filled)
---                              or "changed" (buffer changed); record the result
+--   ex {command, wait}         run an Ex command; wait = "qflist" (quickfix list filled),
+--                              "changed" (buffer changed) or "notify" (a vim.notify message,
+--                              recorded as `message`); record the result
 -- Every wait is vim.wait on a condition, never a sleep. A Lua error in a step is recorded in
 -- that step as "error"; Neovim's last error message during a step as "errmsg".
 
@@ -39,6 +40,14 @@ local wait_ms = tonumber(env.GROUNDING_WAIT_MS or '') or 20000
 local published = {} -- uri -> list of {version, count} per publication, in arrival order
 
 local function count_of(uri) return #(published[uri] or {}) end
+
+-- Record what the configuration tells the writer through vim.notify (the default still runs).
+local notified = {}
+local default_notify = vim.notify
+vim.notify = function(message, ...)
+  table.insert(notified, message)
+  return default_notify(message, ...)
+end
 
 -- Wrap the publishDiagnostics handler to count publications (the default still runs).
 local function wrap_publish()
@@ -228,8 +237,12 @@ function steps.ex(step, out)
   local tick = vim.api.nvim_buf_get_changedtick(draft)
   last_edit_count = count_of(vim.uri_from_bufnr(draft))
   vim.fn.setqflist({}, 'r')
+  local messages = #notified
   vim.cmd(step.command)
-  if step.wait == 'qflist' then
+  if step.wait == 'notify' then
+    out.done = vim.wait(wait_ms, function() return #notified > messages end, 20)
+    out.message = notified[#notified]
+  elseif step.wait == 'qflist' then
     out.done = vim.wait(wait_ms, function() return #vim.fn.getqflist() > 0 end, 20)
     out.qflist = {}
     for _, item in ipairs(vim.fn.getqflist()) do
