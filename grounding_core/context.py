@@ -52,6 +52,11 @@ class CompiledContext:
                 vis.memory.append(unit.unit)
                 continue
             vis.ranges.setdefault((unit.doc_id, unit.version), []).append((unit.start_line, unit.end_line))
+        p = self.pack
+        vis.budget = (p.limit, p.reserve, p.input_tokens)
+        for packed in p.skipped:  # to say why a ranked line is not visible (did not fit)
+            u = packed.unit
+            vis.left_out.setdefault((u.doc_id, u.version), []).append((u.start_line, u.end_line, packed.cost))
         return vis
 
     def summary(self) -> dict[str, object]:

@@ -67,6 +67,13 @@ class Visibility:
     complete: bool = True
     """False when a compiled context ranked an index whose full-text rows were still being
     built ("still indexing": a later check may see more)."""
+    left_out: dict[tuple[str, int], list[tuple[int, int, int]]] = field(default_factory=dict)
+    """A compiled query context's ranked units that did not fit its budget (SPEC §8): per
+    (doc_id, version) the 1-based (start, end) lines and the unit's tokens; memory units under
+    (``memory:SCOPE/KEY``, version) with lines (1, 1). Used only to say why a line was not
+    visible."""
+    budget: tuple[int, int, int] | None = None
+    """A compiled query context's (limit, reserve, input tokens used), or None."""
 
     def add(self, unit: ContextUnitSpec) -> None:
         key = (unit.doc_id, unit.version)
@@ -85,6 +92,20 @@ class Visibility:
         if any(a <= line <= b for a, b in self.ranges.get(key, ())):
             return True
         return line_text in self.texts.get(key, ())
+
+    def why_left_out(self, doc_id: str, version: int, line: int) -> str | None:
+        """Why a line of a compiled query context's ranked unit is not visible (SPEC §8: the
+        unit did not fit the budget), as a clause for a message; None when no skipped unit
+        holds it (it did not rank for the query, or the context is not a compiled query).
+        """
+        if self.budget is None:
+            return None
+        for start, end, cost in self.left_out.get((doc_id, version), ()):
+            if start <= line <= end:
+                limit, reserve, used = self.budget
+                return (f"the query ranked it, but its unit ({cost} tokens) did not fit the budget: the"
+                        f" input may use limit − reserve = {limit - reserve} tokens and {used} were used")
+        return None
 
 
 @dataclass
@@ -420,7 +441,8 @@ def _check_memory(claim: Claim, source: memory_claims.MemorySource, visibility: 
                   findings: list[Finding]) -> _ClaimResult:
     """SPEC §11 P and V of a memory claim; its key counts as the claim's field (§15)."""
     checked = memory_claims.check_memory_claim(
-        claim, source, visibility.memory if visibility is not None else None, findings)
+        claim, source, visibility.memory if visibility is not None else None, findings,
+        left_out=visibility.why_left_out if visibility is not None else None)
     entry = checked.entry
     return _ClaimResult(claim, field=entry.key if entry else None, value=entry.value if entry else None,
                         supported=checked.supported, valid=checked.valid, memory=entry)
@@ -585,10 +607,16 @@ def _check_claim(
     if not supported:
         return result
     if visibility is not None and not visibility.visible(ref.doc_id, ref.version, ref.line, line_text):
-        add("invisible-source",
-            f"{cid} is supported by the evidence but was not in the declared context",
-            hint="Add the unit to the context the answer was written from, or cite a line that was"
-            " visible.")
+        left_out = visibility.why_left_out(ref.doc_id, ref.version, ref.line)
+        if left_out is not None:
+            add("invisible-source", f"{cid} is supported by the evidence but was not in the compiled"
+                f" context: {left_out}", hint="Raise the query context's limit (or lower its reserve)"
+                " so the unit fits, or cite a line that was visible.")
+        else:
+            add("invisible-source",
+                f"{cid} is supported by the evidence but was not in the declared context",
+                hint="Add the unit to the context the answer was written from, or cite a line that"
+                " was visible.")
         return result
     result.valid = not meta
     return result

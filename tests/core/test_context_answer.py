@@ -96,7 +96,9 @@ def test_query_context_visibility_follows_the_budget(make_workspace: MakeWorkspa
     })
     assert check(ws, "answers/q.md").status.value == "answered"
     tight = check(ws, "answers/tight.md")
-    assert "invisible-source" in names(tight)
+    (invisible,) = [f for f in tight.findings if f.name == "invisible-source"]
+    assert "the query ranked it, but its unit" in invisible.message  # why, not "add the unit"
+    assert "limit − reserve = 20 tokens" in invisible.message and "Raise the query context's limit" in invisible.hint
 
 
 def test_conflict_status_even_when_the_conflicting_source_is_outside_the_budget(

@@ -608,3 +608,15 @@ def test_the_python_api_checks_memory_claims_against_the_units_shown(ws: Workspa
     assert [d.name for d in hidden.diagnostics if d.severity == "error"] == ["invisible-source"]
     bad = grounding.verify(wire, root=root, context=["memory:有 空格"], today=TODAY)
     assert "invalid-context" in [d.name for d in bad.diagnostics]
+
+
+def test_a_memory_entry_a_query_context_named_but_could_not_fit_says_so(ws: Workspace) -> None:
+    ws.store.remember(SCOPE, KEY, "中文", approved_by="王芳")
+    tight = "{query: 退货期限, memory: [学生-李华🎉], limit: 125, reserve: 100}"
+    report = check(ws, "answers/a.md", md_draft(f"memory:{SCOPE}/语言@1", "中文", context=tight))
+    (invisible,) = [f for f in report.findings if f.name == "invisible-source"]
+    assert "was not in the compiled context: the query ranked it, but its unit" in invisible.message
+    assert "limit − reserve = 25 tokens" in invisible.message
+    assert "add memory:" not in invisible.hint and "Raise the query context's limit" in invisible.hint
+    roomy = "{query: 退货期限, memory: [学生-李华🎉], limit: 1500, reserve: 240}"
+    assert check(ws, "answers/a.md", md_draft(f"memory:{SCOPE}/语言@1", "中文", context=roomy)).status is Status.ANSWERED
