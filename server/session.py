@@ -366,7 +366,8 @@ class Foreground:
         waits while an *expected* job (:meth:`expect`: a keystroke's check in its debounce) is
         due within :func:`output_margin` of the message, the time a client needs to read it:
         the draft's publication never reaches the client while it still parses megabytes of
-        evidence diagnostics. Same bound as :meth:`pause`.
+        evidence diagnostics. Same bound as :meth:`pause`, but reaching it lets this one
+        message go, without the quantum that frees all background work.
         """
         return self._pause(output_margin(size))
 
@@ -377,7 +378,10 @@ class Foreground:
             while (left := self._busy_locked(now, margin)) > 0:
                 bound = start + self.max_wait - now
                 if bound <= 0:
-                    self._forced_locked(now)
+                    if margin is None:
+                        self._forced_locked(now)
+                    else:  # the output lane lets only this message go, not every background unit
+                        self.forced += 1
                     break
                 self._cond.wait(min(left, bound))
                 now = time.monotonic()

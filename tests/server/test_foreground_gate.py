@@ -208,6 +208,8 @@ async def test_the_output_lane_is_bounded_by_the_starvation_bound() -> None:
     gate.expect(task, 0.0)
     assert await asyncio.to_thread(gate.pause_output, 0) >= gate.max_wait
     assert gate.forced == 1
+    assert await asyncio.to_thread(gate.pause_output, 0) >= gate.max_wait  # no quantum: it waits again
+    assert gate.forced == 2
     release.set()
     await task
 
