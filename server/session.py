@@ -255,8 +255,14 @@ class Foreground:
     unpaused for :data:`BACKGROUND_QUANTUM_SECONDS` (at least about 9 % of the time under
     back-to-back foreground jobs), so it cannot starve.
 
-    Thread-safe: :meth:`hold` and :meth:`wait` run on the loop, :meth:`pause` and
-    :meth:`busy` anywhere. Times are ``time.monotonic()`` seconds.
+    The output lane: a draft check scheduled by a keystroke is *expected* from then on
+    (:meth:`expect`); the stdout thread calls :meth:`pause_output` before each background
+    message (an evidence file's publication), which also waits while an expected check is due
+    within the message's :func:`output_margin`, so the client has read it before the draft's
+    publication arrives. Background computation does not wait for expected jobs.
+
+    Thread-safe: :meth:`hold`, :meth:`expect` and :meth:`wait` run on the loop, :meth:`pause`,
+    :meth:`pause_output` and :meth:`busy` anywhere. Times are ``time.monotonic()`` seconds.
     """
 
     def __init__(self, grace: float = FOREGROUND_GRACE_SECONDS, max_wait: float = BACKGROUND_MAX_WAIT_SECONDS,
@@ -966,5 +972,5 @@ def _relative(path: Path, base: Path) -> str | None:
         return None
 
 
-__all__ = ["DEBOUNCE_SECONDS", "CheckJob", "Client", "DraftResult", "FileLines", "Foreground", "IndexView", "ResultKey",
-           "Session", "Tasks", "Workers", "run_check"]
+__all__ = ["DEBOUNCE_SECONDS", "OUTPUT_MARGIN_SECONDS", "CheckJob", "Client", "DraftResult", "FileLines", "Foreground",
+           "IndexView", "ResultKey", "Session", "Tasks", "Workers", "output_margin", "run_check"]
