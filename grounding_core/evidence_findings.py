@@ -136,17 +136,26 @@ def conflict_message(summary: KeySummary) -> str:
     return f"active sources disagree on '{shorten(name)}'{where}: " + " vs ".join(parts)
 
 
-def conflict_findings(record: VersionRecord, cache: ConflictCache) -> list[Finding]:
+PAUSE_EVERY = 128
+"""Field lines between two calls of a caller's ``pause`` (a file of Debian's copyright
+corpus has 4,647 conflicting lines: 134 ms of CPU in one stretch without them)."""
+
+
+def conflict_findings(record: VersionRecord, cache: ConflictCache,
+                      pause: Callable[[], object] | None = None) -> list[Finding]:
     """``field-conflict`` findings on the conflicting lines of one version (spans in its text).
 
     Only an active version has lines in conflict keys; for any other version the list is empty.
+    ``pause`` (a background caller's yield point) is called every :data:`PAUSE_EVERY` lines.
     """
     snapshot, today = cache.snapshot, cache.today
     if not snapshot.is_active(record, today):
         return []
     doc = snapshot.document(record)
     out: list[Finding] = []
-    for kl in keyed_lines_of(doc, record, snapshot.settings):
+    for at, kl in enumerate(keyed_lines_of(doc, record, snapshot.settings)):
+        if pause is not None and at and at % PAUSE_EVERY == 0:
+            pause()
         conflict = cache.conflict(kl.key)
         if conflict is None:
             continue
@@ -163,18 +172,19 @@ def conflict_findings(record: VersionRecord, cache: ConflictCache) -> list[Findi
 
 
 def file_findings(path: str, scan_findings: Iterable[Finding], cache: ConflictCache,
-                  record: VersionRecord | None = None) -> tuple[Finding, ...]:
+                  record: VersionRecord | None = None,
+                  pause: Callable[[], object] | None = None) -> tuple[Finding, ...]:
     """Every finding of the evidence file ``path`` (relative to the evidence root): the
     scan's findings, then its conflicting lines in line order.
 
     ``record`` is the version imported from ``path`` when the caller knows it (else it is
-    looked up with ``record_for_path``).
+    looked up with ``record_for_path``). ``pause``: see :func:`conflict_findings`.
     """
     out = list(scan_findings)
     if record is None or record.path != path:
         record = cache.snapshot.record_for_path(path)
     if record is not None:
-        out.extend(conflict_findings(record, cache))
+        out.extend(conflict_findings(record, cache, pause))
     return tuple(out)
 
 

@@ -25,9 +25,9 @@ import contextlib
 import inspect
 import json
 import logging
-import queue
 import threading
-from collections.abc import Generator, Sequence
+from collections import deque
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
@@ -42,6 +42,7 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.uris import from_fs_path
 
 from server import heap
+from server.convert import PAUSE_EVERY
 from server.documents import GroundingWorkspace
 from server.features import (
     actions,
@@ -85,7 +86,8 @@ class GroundingProtocol(LanguageServerProtocol):
     def set_writer(self, writer: Any, include_headers: bool = True) -> None:
         """Send through a :class:`QueuedWriter` around pygls's blocking stdout writer."""
         if not inspect.iscoroutinefunction(getattr(writer, "write", None)) and not isinstance(writer, QueuedWriter):
-            writer = QueuedWriter(writer)
+            session = getattr(self._server, "session", None)
+            writer = QueuedWriter(writer, session.foreground.pause_output if session is not None else None)
         super().set_writer(writer, include_headers)
 
     @lsp_method(types.INITIALIZE)
@@ -192,32 +194,87 @@ def _reason(error: BaseException) -> str:
 
 
 class QueuedWriter:
-    """Writes messages to the client from one daemon thread, in the order they were sent.
+    """Writes messages to the client from one daemon thread, in two lanes.
 
     pygls writes each message to stdout on the event loop, and a write blocks until the
     client has read it: an editor busy parsing a large publication would stall every request
-    behind it. Here the loop only enqueues the bytes. ``close`` flushes what is queued (the
-    ``shutdown`` reply before ``exit``) for up to 5 s, then closes the stream. A broken pipe
-    ends the writing (the client is gone).
+    behind it. Here the loop only enqueues the bytes.
+
+    - :meth:`write` (every pygls message: responses, draft diagnostics, notifications) is the
+      *urgent* lane, written in order;
+    - :meth:`write_bulk` (evidence files' diagnostics, ``server/features/evidence.py``) is the
+      *bulk* lane, written in order, only while the urgent lane is empty and ``gate`` lets it
+      (``Session.foreground.pause_output``: not while a draft check is expected, running or
+      being published; bounded, so it never starves). On Debian's copyright files the first
+      evidence refresh sends 60 MB (single publications up to 1.6 MB), and a keystroke's
+      publication queued behind 1-5 MB of them waited 0.3-1.2 s for the client to read them
+      (BENCHMARKS.md, "Debian typing").
+
+    Reordering between the lanes is safe: a URI's publications all go through one lane
+    (evidence files: bulk; drafts: urgent), and LSP does not order notifications of different
+    documents or responses against notifications. ``close`` flushes what is queued (urgent
+    first: the ``shutdown`` reply before ``exit``) for up to 5 s, then closes the stream. A
+    broken pipe ends the writing (the client is gone).
     """
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, gate: Callable[[int], object] | None = None) -> None:
         self._inner = inner
-        self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self.gate = gate
+        """Called with the message's size (blocking, in the writer thread) before each bulk
+        message; None: no wait."""
+        self._cond = threading.Condition()
+        self._urgent: deque[bytes] = deque()
+        self._bulk: deque[bytes] = deque()
+        self._closing = False
         self._thread = threading.Thread(target=self._run, name="grounding-stdout", daemon=True)
         self._thread.start()
 
     def write(self, data: bytes) -> None:
-        self._queue.put(data)
+        with self._cond:
+            self._urgent.append(data)
+            self._cond.notify()
+
+    def write_bulk(self, data: bytes) -> None:
+        """Queue one background message (see the class docstring)."""
+        with self._cond:
+            self._bulk.append(data)
+            self._cond.notify()
+
+    @property
+    def bulk_pending(self) -> int:
+        """Bulk messages queued and not written yet."""
+        with self._cond:
+            return len(self._bulk)
 
     def close(self) -> None:
-        self._queue.put(None)
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
         self._thread.join(timeout=5)
         with contextlib.suppress(Exception):
             self._inner.close()
 
+    def _next(self) -> bytes | None:
+        """The next message to write (urgent first; bulk once the gate lets it), or None when
+        closing with nothing left.
+        """
+        gated = False
+        while True:
+            with self._cond:
+                while not self._urgent and not self._bulk and not self._closing:
+                    self._cond.wait()
+                if self._urgent:
+                    return self._urgent.popleft()
+                if not self._bulk:
+                    return None  # closing, everything written
+                if gated or self._closing or self.gate is None:
+                    return self._bulk.popleft()
+                size = len(self._bulk[0])
+            self.gate(size)  # outside the lock: urgent messages queue meanwhile and go first
+            gated = True
+
     def _run(self) -> None:
-        while (data := self._queue.get()) is not None:
+        while (data := self._next()) is not None:
             try:
                 self._inner.write(data)
             except (BrokenPipeError, OSError, ValueError):
@@ -279,16 +336,20 @@ class PyglsClient:
         self.server.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=list(diagnostics)))
 
-    def prepare_diagnostics(self, uri: str, version: int | None, diagnostics: Sequence[types.Diagnostic]) -> bytes:
+    def prepare_diagnostics(self, uri: str, version: int | None, diagnostics: Sequence[types.Diagnostic],
+                            pause: Callable[[], object] | None = None) -> bytes:
         """The framed JSON-RPC message, serialised as pygls's ``_send_data`` does (lsprotocol's
         converter; ASCII JSON, so ``Content-Length`` counts characters = bytes); safe in a
         worker thread. A ``relatedInformation`` list serialised before (the same list object)
-        is reused as JSON text.
+        is reused as JSON text. ``pause`` (a background caller's yield point) is called every
+        ``server.convert.PAUSE_EVERY`` diagnostics.
         """
         protocol = self.server.protocol
         converter = protocol._converter
         parts = []
-        for diagnostic in diagnostics:
+        for at, diagnostic in enumerate(diagnostics):
+            if pause is not None and at and at % PAUSE_EVERY == 0:
+                pause()
             related = diagnostic.related_information
             if not related:
                 parts.append(json.dumps(converter.unstructure(diagnostic)))
@@ -310,10 +371,13 @@ class PyglsClient:
                   f"Content-Type: {protocol.CONTENT_TYPE}; charset={protocol.CHARSET}\r\n\r\n")
         return (header + body).encode(protocol.CHARSET)
 
-    def send_prepared(self, prepared: bytes) -> None:
+    def send_prepared(self, prepared: bytes, bulk: bool = False) -> None:
         writer = self.server.protocol.writer
         if writer is None:
             logger.error("Unable to send data, no available transport!")
+            return
+        if bulk and isinstance(writer, QueuedWriter):
+            writer.write_bulk(prepared)
             return
         result = writer.write(prepared)
         if inspect.isawaitable(result):

@@ -17,11 +17,11 @@ from lsprotocol import types
 from grounding_core.complete import Completions, Entry
 from grounding_core.model import Edit, Finding, Location, Severity, Span
 from server.positions import PositionCodec
-from server.render.conflicts import editor_conflicts
+from server.render.conflicts import editor_conflicts, evidence_conflicts
 
 __all__ = [
     "DRAFT_MORE", "EVIDENCE_MORE", "MAX_CONVERTED", "MAX_DIAGNOSTICS", "MAX_RELATED", "MAX_RELATED_LISTS",
-    "SAME_CONFLICT", "SEVERITIES", "SOURCE",
+    "PAUSE_EVERY", "SAME_CONFLICT", "SEVERITIES", "SOURCE",
     "LinesOf", "RelatedLists", "RelatedOf", "UriOf",
     "lsp_completion_item", "lsp_completion_list", "lsp_diagnostic", "lsp_diagnostics", "lsp_hover",
     "lsp_line_location", "lsp_location", "lsp_range", "lsp_related", "lsp_workspace_edit", "span_from_json",
@@ -41,6 +41,8 @@ and publishing each would stall the client; the rest are counted in one informat
 MAX_RELATED = 100
 """Related locations shown on one diagnostic (SPEC §7.4 lists at most 5 sources per value;
 this bounds a finding with very many values, the way :data:`MAX_DIAGNOSTICS` bounds a file)."""
+PAUSE_EVERY = 128
+"""Diagnostics converted between two calls of a background caller's ``pause``."""
 MAX_CONVERTED = 20_000
 """Converted related locations a shared ``locations`` mapping keeps (then it starts over)."""
 
@@ -142,7 +144,8 @@ def lsp_diagnostics(findings: Sequence[Finding], lines: Sequence[str], codec: Po
                     lines_of: LinesOf, related_info: bool = True, limit: int = MAX_DIAGNOSTICS,
                     more: str = DRAFT_MORE,
                     locations: MutableMapping[Location, types.Location] | None = None,
-                    related_lists: RelatedLists | None = None, uri: str | None = None) -> list[types.Diagnostic]:
+                    related_lists: RelatedLists | None = None, uri: str | None = None,
+                    evidence: bool = False, pause: Callable[[], object] | None = None) -> list[types.Diagnostic]:
     """The diagnostics of one file: at most ``limit`` findings (the most severe, in their
     order), plus one information item at 1:1 counting the ones left out (``more`` says where
     to see them). With the file's own ``uri`` (a draft), ``field-conflict`` findings are shown
@@ -153,7 +156,10 @@ def lsp_diagnostics(findings: Sequence[Finding], lines: Sequence[str], codec: Po
     ``related_lists`` keeps whole converted ``relatedInformation`` lists the same way, by
     the findings' related tuples (a draft's conflict findings carry the same ones on every
     keystroke): equal tuples get the same list object, which a serialiser may cache by
-    identity (``PyglsClient.prepare_diagnostics``).
+    identity (``PyglsClient.prepare_diagnostics``). ``evidence`` (with the evidence file's own
+    ``uri``): its conflicts are shown with :func:`server.render.conflicts.evidence_conflicts`
+    instead (a key's related sources on its first line in the file; later lines point there).
+    ``pause`` (a background caller's yield point) is called every :data:`PAUSE_EVERY` findings.
     """
     shown = _most_severe(findings, limit)
     files: dict[str, Sequence[str]] = {}  # each related file read once per call
@@ -192,7 +198,9 @@ def lsp_diagnostics(findings: Sequence[Finding], lines: Sequence[str], codec: Po
                for f in shown]
     else:
         out = []
-        for shown_as in editor_conflicts(shown):
+        for at, shown_as in enumerate((evidence_conflicts if evidence else editor_conflicts)(shown)):
+            if pause is not None and at and at % PAUSE_EVERY == 0:
+                pause()
             diagnostic = lsp_diagnostic(shown_as.finding, lines, codec, uri_of, lines_once, related_info,
                                         location_once, related_of)
             if shown_as.first is not None and related_info:

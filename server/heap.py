@@ -20,7 +20,10 @@ at 10k files, 7 in a bench run, landing on keystrokes (they collected 0-42 objec
 :func:`settle` (after the same bursts, when no foreground job runs) collects once and then
 freezes the survivors (``gc.freeze``), so automatic collections see only what was allocated
 since; the next :func:`settle` unfreezes first, so cyclic garbage among earlier objects is
-collected then, never leaked.
+collected then, never leaked. During a long burst (the first evidence refresh of Debian's
+copyright files: 15 s, with 19 automatic full collections of 70-520 ms each in one bench run)
+:func:`freeze` at the burst's unit boundaries does the freezing part alone, at no cost, so the
+automatic full collections that land on keystrokes walk only what the last unit allocated.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import logging
 import sys
 import time
 
-__all__ = ["ARENAS", "limit_arenas", "settle", "trim"]
+__all__ = ["ARENAS", "freeze", "limit_arenas", "settle", "trim"]
 
 logger = logging.getLogger(__name__)
 
@@ -91,3 +94,12 @@ def settle(min_interval_s: float = SETTLE_EVERY_S) -> int:
     gc.freeze()
     trim()
     return found
+
+
+def freeze() -> None:
+    """Freeze every object the collector tracks now (``gc.freeze``; no collection, O(1)):
+    automatic full collections then skip them. Cyclic garbage among them is collected at the
+    next :func:`settle` (which unfreezes first). Call it at the unit boundaries of a burst of
+    work that builds a large heap (the evidence refresh, before each chunk).
+    """
+    gc.freeze()

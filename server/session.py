@@ -89,13 +89,20 @@ class Client(Protocol):
     def publish_diagnostics(self, uri: str, version: int | None,
                             diagnostics: Sequence[types.Diagnostic]) -> None: ...
 
-    def prepare_diagnostics(self, uri: str, version: int | None, diagnostics: Sequence[types.Diagnostic]) -> Any:
+    def prepare_diagnostics(self, uri: str, version: int | None, diagnostics: Sequence[types.Diagnostic],
+                            pause: Callable[[], object] | None = None) -> Any:
         """A ``publishDiagnostics`` made ready to send (serialised); thread-safe, so a worker
-        does the heavy part and the loop only writes it with :meth:`send_prepared`.
+        does the heavy part and the loop only writes it with :meth:`send_prepared`. ``pause``:
+        a background caller's yield point, called now and then while serialising.
         """
         ...
 
-    def send_prepared(self, prepared: Any) -> None: ...
+    def send_prepared(self, prepared: Any, bulk: bool = False) -> None:
+        """Send a message made by :meth:`prepare_diagnostics`. ``bulk``: background output
+        (evidence files' diagnostics), written after the foreground's messages and not while a
+        draft check is expected or running (``server.app.QueuedWriter``).
+        """
+        ...
 
     def notify(self, method: str, params: Any) -> None: ...
 
@@ -214,6 +221,23 @@ BACKGROUND_QUANTUM_SECONDS = 0.05
 """How long background work runs without pausing once it waited the bound."""
 
 
+OUTPUT_MARGIN_SECONDS = (0.05, 0.14)
+"""The output lane's margin before an expected foreground job: the least, and the most (under
+the typing debounce, so every keystroke leaves a window for any message)."""
+CLIENT_READ_BYTES_PER_SECOND = 3_000_000
+"""How fast a busy client reads and decodes our JSON, for the margin (pygls's client, on the
+bench machine under load: 2.6-50 MB/s for the 0.4-0.9 MB evidence publications, median 9)."""
+
+
+def output_margin(size: int) -> float:
+    """Seconds a background message of ``size`` bytes must be written ahead of a foreground
+    job's output, so the client has read it by then: 50 ms plus its reading time at
+    :data:`CLIENT_READ_BYTES_PER_SECOND`, at most 140 ms.
+    """
+    least, most = OUTPUT_MARGIN_SECONDS
+    return min(most, least + size / CLIENT_READ_BYTES_PER_SECOND)
+
+
 class Foreground:
     """Foreground before background: the one priority rule of the session.
 
@@ -231,8 +255,14 @@ class Foreground:
     unpaused for :data:`BACKGROUND_QUANTUM_SECONDS` (at least about 9 % of the time under
     back-to-back foreground jobs), so it cannot starve.
 
-    Thread-safe: :meth:`hold` and :meth:`wait` run on the loop, :meth:`pause` and
-    :meth:`busy` anywhere. Times are ``time.monotonic()`` seconds.
+    The output lane: a draft check scheduled by a keystroke is *expected* from then on
+    (:meth:`expect`); the stdout thread calls :meth:`pause_output` before each background
+    message (an evidence file's publication), which also waits while an expected check is due
+    within the message's :func:`output_margin`, so the client has read it before the draft's
+    publication arrives. Background computation does not wait for expected jobs.
+
+    Thread-safe: :meth:`hold`, :meth:`expect` and :meth:`wait` run on the loop, :meth:`pause`,
+    :meth:`pause_output` and :meth:`busy` anywhere. Times are ``time.monotonic()`` seconds.
     """
 
     def __init__(self, grace: float = FOREGROUND_GRACE_SECONDS, max_wait: float = BACKGROUND_MAX_WAIT_SECONDS,
@@ -242,6 +272,9 @@ class Foreground:
         self.quantum = quantum
         self._cond = threading.Condition()
         self._held: set[asyncio.Task[Any]] = set()
+        self._expected: dict[asyncio.Task[Any], float] = {}
+        """Scheduled foreground jobs not started yet (a check in its typing debounce) -> when
+        they are due (monotonic)."""
         self._ended = -math.inf
         """When the last foreground job ended (monotonic)."""
         self._free_until = -math.inf
@@ -269,6 +302,24 @@ class Foreground:
             self._held.add(task)
         task.add_done_callback(self._release)
 
+    def expect(self, task: asyncio.Task[Any], delay: float = 0.0) -> None:
+        """Mark ``task`` as a foreground job due in ``delay`` seconds (a draft check waiting
+        out the typing debounce) until it ends. It holds nothing but the output lane
+        (:meth:`pause_output`): background *computation* goes on during a debounce.
+        """
+        if task.done():
+            return
+        with self._cond:
+            known = task in self._expected
+            self._expected[task] = time.monotonic() + delay
+        if not known:
+            task.add_done_callback(self._unexpect)
+
+    def _unexpect(self, task: asyncio.Task[Any]) -> None:
+        with self._cond:
+            self._expected.pop(task, None)
+            self._cond.notify_all()
+
     def _release(self, task: asyncio.Task[Any]) -> None:
         with self._cond:
             self._held.discard(task)
@@ -294,27 +345,49 @@ class Foreground:
         with self._cond:
             return self._busy_locked(time.monotonic()) > 0
 
-    def _busy_locked(self, now: float) -> float:
+    def _busy_locked(self, now: float, margin: float | None = None) -> float:
         """0 when background may run now; else how long to wait at most before looking again
-        (``math.inf``: until a job ends).
+        (``math.inf``: until a job ends). ``margin`` (the output lane): an expected job due
+        within that many seconds counts as held.
         """
         if now < self._free_until:
             return 0
         if self._held:
             return math.inf
+        if margin is not None and self._expected:
+            soonest = min(self._expected.values())
+            if soonest - margin <= now:
+                return math.inf  # until it starts (then it is held) or ends
         return max(0.0, self._ended + self.grace - now)
 
     def pause(self) -> float:
         """Wait (blocking; a worker thread's unit boundary) while :meth:`busy`, at most
         :attr:`max_wait`; returns the seconds waited. Never call it on the loop.
         """
+        return self._pause(None)
+
+    def pause_output(self, size: int = 0) -> float:
+        """:meth:`pause` for the output lane (the stdout thread, before it writes one
+        background message of ``size`` bytes, such as an evidence file's publication): it also
+        waits while an *expected* job (:meth:`expect`: a keystroke's check in its debounce) is
+        due within :func:`output_margin` of the message, the time a client needs to read it:
+        the draft's publication never reaches the client while it still parses megabytes of
+        evidence diagnostics. Same bound as :meth:`pause`, but reaching it lets this one
+        message go, without the quantum that frees all background work.
+        """
+        return self._pause(output_margin(size))
+
+    def _pause(self, margin: float | None) -> float:
         start = now = time.monotonic()
         with self._cond:
             self.waiting += 1
-            while (left := self._busy_locked(now)) > 0:
+            while (left := self._busy_locked(now, margin)) > 0:
                 bound = start + self.max_wait - now
                 if bound <= 0:
-                    self._forced_locked(now)
+                    if margin is None:
+                        self._forced_locked(now)
+                    else:  # the output lane lets only this message go, not every background unit
+                        self.forced += 1
                     break
                 self._cond.wait(min(left, bound))
                 now = time.monotonic()
@@ -899,5 +972,5 @@ def _relative(path: Path, base: Path) -> str | None:
         return None
 
 
-__all__ = ["DEBOUNCE_SECONDS", "CheckJob", "Client", "DraftResult", "FileLines", "Foreground", "IndexView", "ResultKey",
-           "Session", "Tasks", "Workers", "run_check"]
+__all__ = ["DEBOUNCE_SECONDS", "OUTPUT_MARGIN_SECONDS", "CheckJob", "Client", "DraftResult", "FileLines", "Foreground",
+           "IndexView", "ResultKey", "Session", "Tasks", "Workers", "output_margin", "run_check"]

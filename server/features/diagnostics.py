@@ -85,8 +85,11 @@ def _task_name(uri: str) -> str:
 
 
 def schedule(session: Session, uri: str, delay: float) -> None:
-    """Check ``uri`` after ``delay`` seconds (replacing a check scheduled earlier)."""
-    session.tasks.start(_task_name(uri), _check(session, uri, delay))
+    """Check ``uri`` after ``delay`` seconds (replacing a check scheduled earlier). From now
+    on the check is an expected foreground job: evidence publications wait to be written until
+    its own publication is out (``Foreground.expect``; background computation goes on).
+    """
+    session.foreground.expect(session.tasks.start(_task_name(uri), _check(session, uri, delay)), delay)
 
 
 async def _check(session: Session, uri: str, delay: float) -> None:

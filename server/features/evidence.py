@@ -103,7 +103,8 @@ async def _refresh_loop(session: Session) -> None:
             return
         if state.root != view.config.evidence_root:  # a new evidence folder: clear the old one's
             for path in state.published:
-                session.client.publish_diagnostics(_uri(state.root, path), None, [])
+                session.client.send_prepared(session.client.prepare_diagnostics(_uri(state.root, path), None, []),
+                                             bulk=True)
             state.published, state.scan_map, state.root, state.full = {}, {}, view.config.evidence_root, True
         scan, docs, paths, full = state.scan, state.docs, state.paths, state.full
         state.scan, state.docs, state.paths, state.full = None, set(), {}, False
@@ -119,6 +120,7 @@ async def _refresh_loop(session: Session) -> None:
         # one cache of conflict keys for the whole refresh (the chunks run one at a time)
         cache = ConflictCache(view.snapshot, view.today, view.config.evidence_display, conflicting=plan.conflicting)
         for start in range(0, len(todo), CHUNK):
+            heap.freeze()  # automatic full collections during the refresh walk only the last chunk's heap
             await session.foreground.wait()
             current = session.current_view()
             if current is None or current.generation != view.generation:
@@ -130,7 +132,7 @@ async def _refresh_loop(session: Session) -> None:
             out = await session.readers.run(_chunk, view, cache, session.client, session.codec, session.file_lines,
                                             chunk, plan.scan_map, digests, session.foreground.pause)
             for path, digest, prepared in out:
-                session.client.send_prepared(prepared)
+                session.client.send_prepared(prepared, bulk=True)  # after the drafts' output
                 if digest is None:
                     state.published.pop(path, None)
                 else:
@@ -250,7 +252,8 @@ def _chunk(view: IndexView, cache: ConflictCache, client: Client, codec: Positio
            pause: Callable[[], object] = lambda: None) -> list[tuple[str, int | None, Any]]:
     """The files in ``chunk`` whose findings changed: path, new digest (None: no findings any
     more) and the prepared publication (worker thread). ``pause`` (the background yield
-    point) is called before each file.
+    point) is called before each file and every 128 lines, diagnostics or serialised
+    diagnostics within one.
     """
     snapshot = view.snapshot
     root = view.config.root
@@ -259,7 +262,7 @@ def _chunk(view: IndexView, cache: ConflictCache, client: Client, codec: Positio
         pause()
         record = hint if hint is not None and hint.path == path else snapshot.record_for_path(path)
         scanned = scan_map.get(path, ())
-        findings = file_findings(path, scanned, cache, record)
+        findings = file_findings(path, scanned, cache, record, pause)
         if not findings:
             if digests.get(path) is not None:
                 out.append((path, None, client.prepare_diagnostics(view.evidence_uri(path), None, [])))
@@ -275,9 +278,12 @@ def _chunk(view: IndexView, cache: ConflictCache, client: Client, codec: Positio
         else:
             read = _disk_lines(view.config.evidence_root, path)
             lines, findings = (read, findings) if read is not None else ((), _unread(findings))
+        uri = view.evidence_uri(path)
+        pause()
         items = lsp_diagnostics(findings, lines, codec, view.root_uri, lambda rel: file_lines(str(root / rel)),
-                                more=EVIDENCE_MORE)
-        out.append((path, digest, client.prepare_diagnostics(view.evidence_uri(path), None, items)))
+                                more=EVIDENCE_MORE, uri=uri, evidence=True, pause=pause)
+        pause()
+        out.append((path, digest, client.prepare_diagnostics(uri, None, items, pause)))
     return out
 
 

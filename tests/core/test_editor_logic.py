@@ -292,3 +292,17 @@ def test_candidates_rank_by_value_and_field_and_drop_unrelated_lines(make_worksp
     named = citation_candidates(snapshot, "活动时间另行通知。", TODAY, None, 3)
     assert [(c.id, c.reasons) for c in named] == [("schedule@1:5", ("field 活动时间 in the sentence",
                                                                     "current version"))]
+
+
+def test_file_findings_call_pause_every_128_lines_and_find_the_same(make_workspace: MakeWorkspace) -> None:
+    files = conflicting(2)
+    # one evidence file with 300 conflicting lines of one key (CRLF, CJK, an emoji), as on Debian
+    files["evidence/long.txt"] = "".join(f"版权：𠮷野家🎉 {n}\r\n" for n in range(300))
+    ws = make_workspace(files)
+    snapshot = ws.store.snapshot()
+    cache = ConflictCache(snapshot, TODAY, ws.config.evidence_display)
+    calls: list[int] = []
+    paused = file_findings("long.txt", (), cache, pause=lambda: calls.append(1))
+    assert len(paused) == 300 and all(f.name == "field-conflict" for f in paused)
+    assert len(calls) == 2  # after line 128 and line 256
+    assert paused == file_findings("long.txt", (), cache)

@@ -18,11 +18,19 @@ import pytest
 from lsprotocol import types
 
 from grounding_core.check import check_text
+from grounding_core.evidence_findings import ConflictCache, file_findings
 from grounding_core.model import Finding
 from grounding_core.workspace import Workspace
 from server.convert import MAX_RELATED, SAME_CONFLICT, lsp_diagnostics
 from server.positions import PositionCodec
-from server.render.conflicts import MAX_VALUES_NAMED, NO_SIDE, conflict_message, editor_conflicts, ordered_values
+from server.render.conflicts import (
+    MAX_VALUES_NAMED,
+    NO_SIDE,
+    conflict_message,
+    editor_conflicts,
+    evidence_conflicts,
+    ordered_values,
+)
 from tests.support.workspace import build_workspace, sha256
 
 TODAY = dt.date(2026, 6, 1)
@@ -165,3 +173,37 @@ def test_without_the_draft_uri_findings_convert_as_the_core_gives_them(workspace
                                   lambda rel: ())
     assert [d.message.split("\n")[0] for d in diagnostics] == [f.message for f in findings]
     assert [len(d.related_information or ()) for d in diagnostics] == [27, 27, 27]
+
+
+def test_an_evidence_file_lists_a_keys_sources_on_its_first_line_and_later_lines_point_there(tmp_path: Path) -> None:
+    lines = ["- 活动时间：𠮷野家🎉第1场", "- 备注：无", "- 活动时间：周四１６：３０", "- 活动时间：𠮷野家🎉第2场"]
+    files = {**FILES, "evidence/many.md": "---\r\ndoc_id: many\r\nsubject: 开放日\r\n---\r\n"
+             + "".join(f"{line}\r\n" for line in lines)}
+    root = build_workspace(tmp_path, {"grounding.toml": 'today = "2026-06-01"\n', **files})
+    ws = Workspace.open(root)
+    try:
+        ws.scan()
+        snapshot = ws.store.snapshot()
+        cache = ConflictCache(snapshot, TODAY, ws.config.evidence_display)
+        findings = file_findings("many.md", (), cache)
+        assert [f.span.start_line for f in findings] == [4, 6, 7]
+        shown = evidence_conflicts(findings)
+        assert shown[0].finding is findings[0] and shown[0].first is None  # keeps its related sources
+        assert [s.finding.related for s in shown[1:]] == [(), ()]
+        assert [s.first for s in shown[1:]] == [findings[0].span, findings[0].span]
+        assert [s.finding.message for s in shown] == [f.message for f in findings]  # messages unchanged
+        record = snapshot.record_for_path("many.md")
+        assert record is not None
+        uri = "file:///ws/evidence/many.md"
+        diagnostics = lsp_diagnostics(findings, snapshot.document(record).lines, PositionCodec(),
+                                      lambda rel: f"file:///ws/{rel}", lambda rel: (), uri=uri, evidence=True)
+        assert len(diagnostics[0].related_information or ()) == len(findings[0].related) == 5
+        for later in diagnostics[1:]:
+            (pointer,) = later.related_information or ()
+            assert pointer.location.uri == uri and pointer.location.range.start.line == 4
+            assert pointer.message == SAME_CONFLICT.format(line=5)
+        plain = lsp_diagnostics(findings, snapshot.document(record).lines, PositionCodec(),
+                                lambda rel: f"file:///ws/{rel}", lambda rel: ())
+        assert [len(d.related_information or ()) for d in plain] == [5, 5, 5]  # without: each its own
+    finally:
+        ws.store.close()

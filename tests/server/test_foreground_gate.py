@@ -17,7 +17,7 @@ from pathlib import Path
 from lsprotocol import types
 
 from server.features import diagnostics, navigation
-from server.session import Foreground
+from server.session import OUTPUT_MARGIN_SECONDS, Foreground, output_margin
 from tests.support.inprocess import in_process
 from tests.support.workspace import build_workspace, sha256
 
@@ -158,6 +158,60 @@ async def test_holding_a_task_twice_is_holding_it_once() -> None:
     release.set()
     await task
     assert not gate.busy()
+
+
+# ------------------------------------------------------------------------ the output lane
+
+
+def test_the_output_margin_grows_with_the_message_and_stays_under_the_debounce() -> None:
+    least, most = OUTPUT_MARGIN_SECONDS
+    assert output_margin(0) == least
+    assert least < output_margin(100_000) < output_margin(200_000) <= most
+    assert output_margin(1_600_000) == most < diagnostics.DEBOUNCE_SECONDS
+
+
+async def debounced(gate: Foreground, delay: float, release: asyncio.Event) -> None:
+    """A scheduled check: expected for ``delay`` seconds, then it would hold the gate."""
+    await release.wait()
+
+
+async def test_an_expected_check_due_soon_holds_the_output_lane_but_not_background_work() -> None:
+    gate = Foreground(grace=0.0, max_wait=FAR)
+    release = asyncio.Event()
+    task = asyncio.create_task(debounced(gate, 0.0, release))
+    gate.expect(task, 0.0)  # due now: within any message's margin
+    assert not gate.busy()
+    assert await asyncio.to_thread(gate.pause) == 0.0  # computation goes on during a debounce
+    writing = asyncio.ensure_future(asyncio.to_thread(gate.pause_output, 1_000_000))
+    await asyncio.to_thread(lambda: None)  # a thread hop: the output lane has started waiting
+    assert not writing.done()
+    release.set()
+    await task
+    assert await writing > 0  # it went once the check ended
+    assert gate.forced == 0
+
+
+async def test_an_expected_check_due_later_than_the_margin_lets_a_small_message_go() -> None:
+    gate = Foreground(grace=0.0, max_wait=FAR)
+    release = asyncio.Event()
+    task = asyncio.create_task(debounced(gate, FAR, release))
+    gate.expect(task, FAR)
+    assert await asyncio.to_thread(gate.pause_output, 10) == 0.0
+    release.set()
+    await task
+
+
+async def test_the_output_lane_is_bounded_by_the_starvation_bound() -> None:
+    gate = Foreground(grace=0.0, max_wait=0.05, quantum=FAR)
+    release = asyncio.Event()
+    task = asyncio.create_task(debounced(gate, 0.0, release))
+    gate.expect(task, 0.0)
+    assert await asyncio.to_thread(gate.pause_output, 0) >= gate.max_wait
+    assert gate.forced == 1
+    assert await asyncio.to_thread(gate.pause_output, 0) >= gate.max_wait  # no quantum: it waits again
+    assert gate.forced == 2
+    release.set()
+    await task
 
 
 # ------------------------------------------------------------- the session's foreground jobs

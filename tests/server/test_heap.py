@@ -80,3 +80,33 @@ def test_settle_freezes_survivors_and_collects_them_once_they_are_garbage() -> N
     out = subprocess.run([sys.executable, "-c", SETTLE_PROBE], capture_output=True, text=True, check=True,
                          cwd=str(Path(__file__).resolve().parents[2])).stdout.split()
     assert out == ["True"] * 6, out
+
+
+FREEZE_PROBE = textwrap.dedent("""
+    import gc
+    import weakref
+    from server import heap
+
+    class Node:
+        pass
+
+    a, b = Node(), Node()
+    a.peer, b.peer = b, a
+    probe = weakref.ref(a)
+    heap.freeze()  # no collection: the pair is frozen as it is
+    frozen = gc.get_freeze_count()
+    del a, b  # cyclic garbage now, among frozen objects
+    gc.collect()
+    skipped = probe() is not None
+    heap.settle(0)  # unfreezes first, then collects it
+    print(frozen > 0, skipped, probe() is None)
+""")
+
+
+def test_freeze_takes_the_heap_out_of_automatic_collections_until_the_next_settle() -> None:
+    """server.heap.freeze (the evidence refresh, before each chunk): no collection, so nothing
+    is collected until :func:`server.heap.settle`, which collects what became garbage meanwhile.
+    """
+    out = subprocess.run([sys.executable, "-c", FREEZE_PROBE], capture_output=True, text=True, check=True,
+                         cwd=str(Path(__file__).resolve().parents[2])).stdout.split()
+    assert out == ["True"] * 3, out

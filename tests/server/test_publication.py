@@ -6,11 +6,12 @@ same notification, whether a ``relatedInformation`` list is serialised afresh or
 from __future__ import annotations
 
 import json
+import threading
 
 from lsprotocol import types
 
 from grounding_core.model import Finding, Location, Span
-from server.app import PyglsClient, build_server
+from server.app import PyglsClient, QueuedWriter, build_server
 from server.convert import lsp_diagnostics
 from server.positions import PositionCodec
 
@@ -65,3 +66,41 @@ def test_an_empty_publication_clears_the_file() -> None:
     body = json.loads(prepared.partition(b"\r\n\r\n")[2])
     assert body["params"] == {"uri": "file:///ws/evidence/a.md", "diagnostics": []}
     assert body["method"] == "textDocument/publishDiagnostics"
+
+
+class Sink:
+    """The stream under a QueuedWriter: records what was written, in order."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+        self.wrote = threading.Event()
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+        self.wrote.set()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_writer_sends_urgent_messages_first_and_bulk_ones_once_the_gate_lets_them() -> None:
+    sink, entered, open_gate = Sink(), threading.Event(), threading.Event()
+    sizes: list[int] = []
+
+    def gate(size: int) -> None:  # Foreground.pause_output's place: blocks while a check runs
+        sizes.append(size)
+        entered.set()
+        open_gate.wait()
+
+    writer = QueuedWriter(sink, gate)
+    writer.write_bulk("证据🎉 1".encode())
+    entered.wait()  # the bulk message waits at the gate (a check runs)
+    writer.write("草稿 𠮷".encode())  # the check's publication, queued meanwhile, goes first
+    writer.write_bulk(b"evidence 2")
+    assert sink.written == [] and writer.bulk_pending == 2
+    open_gate.set()  # the check ended
+    sink.wrote.wait()
+    writer.close()  # flushes what is queued
+    assert sink.written == ["草稿 𠮷".encode(), "证据🎉 1".encode(), b"evidence 2"]
+    assert sizes[0] == len("证据🎉 1".encode()) and sink.closed and writer.bulk_pending == 0

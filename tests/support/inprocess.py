@@ -16,7 +16,7 @@ runs, as the real handlers do.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,11 +49,11 @@ class RecordingPort:
         self.recorder.record(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, types.PublishDiagnosticsParams(
             uri=uri, version=version, diagnostics=list(diagnostics)))
 
-    def prepare_diagnostics(self, uri: str, version: int | None,
-                            diagnostics: Sequence[types.Diagnostic]) -> types.PublishDiagnosticsParams:
+    def prepare_diagnostics(self, uri: str, version: int | None, diagnostics: Sequence[types.Diagnostic],
+                            pause: Callable[[], object] | None = None) -> types.PublishDiagnosticsParams:
         return types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=list(diagnostics))
 
-    def send_prepared(self, prepared: Any) -> None:
+    def send_prepared(self, prepared: Any, bulk: bool = False) -> None:
         self.recorder.record(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, prepared)
 
     def notify(self, method: str, params: Any) -> None:
