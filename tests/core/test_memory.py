@@ -619,4 +619,5 @@ def test_a_memory_entry_a_query_context_named_but_could_not_fit_says_so(ws: Work
     assert "limit − reserve = 25 tokens" in invisible.message
     assert "add memory:" not in invisible.hint and "Raise the query context's limit" in invisible.hint
     roomy = "{query: 退货期限, memory: [学生-李华🎉], limit: 1500, reserve: 240}"
-    assert check(ws, "answers/a.md", md_draft(f"memory:{SCOPE}/语言@1", "中文", context=roomy)).status is Status.ANSWERED
+    roomy_report = check(ws, "answers/a.md", md_draft(f"memory:{SCOPE}/语言@1", "中文", context=roomy))
+    assert roomy_report.status is Status.ANSWERED
