@@ -432,9 +432,10 @@ def print_text(reports: list[DraftReport], evidence: dict[str, list[Finding]],
     ``accepted``: findings per draft path that ``--baseline`` left out (said in its summary).
     """
     counts = {s: 0 for s in Severity}
+    on_evidence = {s: 0 for s in Severity}
     for path, findings in list(evidence.items()) + [(r.path, r.findings) for r in reports]:
         for f in findings:
-            counts[f.effective_severity] += 1
+            (on_evidence if path in evidence else counts)[f.effective_severity] += 1
             print(f"{path}:{f.span.start_line + 1}:{f.span.start_col + 1}: "
                   f"{f.effective_severity.value} {f.code} {f.name}: {f.message}")
             if f.hint:
@@ -443,7 +444,19 @@ def print_text(reports: list[DraftReport], evidence: dict[str, list[Finding]],
         print(summary_line(r, (accepted or {}).get(r.path, 0)))
     known = sum((accepted or {}).values())
     print(f"{len(reports)} draft(s): {counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s),"
-          f" {counts[Severity.INFORMATION]} information" + (f", {known} accepted by the baseline" if known else ""))
+          f" {counts[Severity.INFORMATION]} information" + (f", {known} accepted by the baseline" if known else "")
+          + _evidence_summary(evidence, on_evidence))
+
+
+def _evidence_summary(evidence: dict[str, list[Finding]], counts: dict[Severity, int]) -> str:
+    """``; N evidence file(s): E error(s), W warning(s)`` for the evidence findings printed
+    above the draft summary (counted apart from the drafts'), or "" when there are none.
+    """
+    files = sum(1 for findings in evidence.values() if findings)
+    if not files:
+        return ""
+    return (f"; {files} evidence file(s): {counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]}"
+            f" warning(s), {counts[Severity.INFORMATION]} information")
 
 
 def summary_line(r: DraftReport, accepted: int = 0) -> str:
