@@ -55,6 +55,14 @@ class BackendError(RuntimeError):
     """
 
 
+class WriteFailed(BackendError):
+    """A write transaction could not be committed because the index cannot be written (the
+    disk is full, a file size limit, an I/O error, a read-only file). The transaction was
+    rolled back: nothing of it was written and no lock is left held; the committed state
+    stays readable. The message names the location, the cause and what to do.
+    """
+
+
 class NewerLayout(Exception):
     """The index's layout (SQLite ``PRAGMA user_version``; PostgreSQL ``meta.layout``) is above
     what this Grounding reads: a newer Grounding wrote it. Raised before anything is written

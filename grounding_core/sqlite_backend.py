@@ -72,7 +72,17 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from .backend import DERIVED_VERSION, FIELD_HEAD, LOCK_WAIT_S, Connection, FtsHit, LockTimeout, NewerLayout, text_hash
+from .backend import (
+    DERIVED_VERSION,
+    FIELD_HEAD,
+    LOCK_WAIT_S,
+    Connection,
+    FtsHit,
+    LockTimeout,
+    NewerLayout,
+    WriteFailed,
+    text_hash,
+)
 
 __all__ = ["DERIVED_VERSION", "FIELD_HEAD", "LINE_BITS", "LINE_MASK", "NewerLayout", "SqliteBackend", "fts_string",
            "text_hash"]
@@ -411,20 +421,37 @@ class SqliteBackend:
         """``BEGIN IMMEDIATE`` on the writer: other writers (processes) wait up to the busy
         timeout (:meth:`lock_wait`; 30 s by default), then :class:`LockTimeout` (every write is
         exclusive in SQLite).
+
+        A failure to write (the disk is full, a file size limit, an I/O error, also at
+        ``COMMIT``) rolls the transaction back and raises :class:`WriteFailed`: a failed
+        ``COMMIT`` leaves the transaction open in SQLite, and with it the write lock.
         """
         conn = self.writer
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
+            if _unwritable(exc):
+                raise self._write_failed(exc) from exc
             if "locked" not in str(exc) and "busy" not in str(exc):
                 raise
             raise LockTimeout(str(exc)) from exc
         try:
             yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:  # SQLite may have rolled back already; the cause is what matters
+                    pass
+            if isinstance(exc, sqlite3.OperationalError) and _unwritable(exc):
+                raise self._write_failed(exc) from exc
             raise
-        conn.execute("COMMIT")
+
+    def _write_failed(self, exc: sqlite3.OperationalError) -> WriteFailed:
+        return WriteFailed(f"cannot write the index {self.location}: {exc}; nothing was written and the"
+                           " index is as last committed (free disk space, or set 'index' in grounding.toml"
+                           " to a file on a disk that has room)")
 
     def can_write(self) -> bool:
         return True
@@ -615,3 +642,13 @@ def fts_string(term: str) -> str:
     column filter, ``NEAR(`` or ``*`` inside it is interpreted.
     """
     return '"' + term.replace('"', '""') + '"'
+
+
+_UNWRITABLE = (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN)
+"""SQLite primary result codes that mean the database file cannot be written."""
+
+
+def _unwritable(exc: sqlite3.OperationalError) -> bool:
+    """Whether ``exc`` says the file cannot be written (disk full, ``ulimit -f``, I/O error, read-only)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(code, int) and (code & 0xFF) in _UNWRITABLE

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from grounding_core.backend import WriteFailed
 from grounding_core.config import ConfigError, find_workspace_root
 from grounding_core.model import FIRST_LINE, DraftReport, Finding, Severity, Status
 from grounding_core.store import LOCK_WAIT_S, IndexBusy, IndexError_, ScanResult
@@ -46,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"grounding: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (ConfigError, IndexError_, FileNotFoundError) as exc:
+    except (ConfigError, IndexError_, WriteFailed, FileNotFoundError) as exc:
         print(f"grounding: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
@@ -148,8 +149,13 @@ def _date(text: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"expected YYYY-MM-DD, got {text!r}") from None
 
 
-def open_workspace(args: argparse.Namespace) -> Workspace:
-    """Open the workspace named by ``--root``/``--evidence``/``--today``; UsageError if unusable."""
+def open_workspace(args: argparse.Namespace, persistent: bool = False) -> Workspace:
+    """Open the workspace named by ``--root``/``--evidence``/``--today``; UsageError if unusable.
+
+    ``persistent``: the command exists to write the index (``grounding index``), so an index
+    that cannot be opened is a UsageError, not a warning and an in-memory index whose writes
+    are lost at exit.
+    """
     root: Path = args.root if args.root is not None else find_workspace_root(Path.cwd())
     if not root.is_dir():
         raise UsageError(f"--root {root}: not a folder")
@@ -161,6 +167,10 @@ def open_workspace(args: argparse.Namespace) -> Workspace:
         overrides["today"] = args.today.isoformat()
     ws = Workspace.open(root, **overrides)
     _OPENED.append(ws)
+    if persistent and ws.fallback:
+        raise UsageError(f"{(ws.warning or '').removesuffix('; using an in-memory index for this run')};"
+                         " nothing was indexed (an in-memory index would be lost at exit): free disk"
+                         " space or repair the file, or set 'index' in grounding.toml, then run it again")
     if ws.warning:
         print(f"grounding: warning: {ws.warning}", file=sys.stderr)
     if not ws.config.evidence_root.is_dir():
@@ -199,7 +209,7 @@ def _scan(ws: Workspace, show_progress: bool) -> ScanResult:
     """
     try:
         return _scan_now(ws, show_progress)
-    except IndexBusy as exc:
+    except (IndexBusy, WriteFailed) as exc:
         result = ws.committed()
         print(f"grounding: warning: {exc}; checking against the index as last committed"
               f" ({result.snapshot.seq} events): evidence changed since is not seen", file=sys.stderr)
@@ -515,8 +525,8 @@ def cmd_cite(args: argparse.Namespace) -> int:
 def cmd_index(args: argparse.Namespace) -> int:
     if args.to:
         return cmd_index_to(args)
-    ws = open_workspace(args)
-    scan = _scan_now(ws, sys.stderr.isatty() and args.format == "text", LOCK_WAIT_S)  # IndexBusy: exit 2
+    ws = open_workspace(args, persistent=True)
+    scan = _scan_now(ws, sys.stderr.isatty() and args.format == "text", LOCK_WAIT_S)  # IndexBusy, WriteFailed: exit 2
     ws.store.build_fts()  # `grounding index` leaves a complete index: full-text rows included
     snapshot = scan.snapshot
     today = ws.today()

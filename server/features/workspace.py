@@ -47,6 +47,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
+from grounding_core.backend import WriteFailed
 from grounding_core.config import LOCAL_INDEX, Config, ConfigError, check_index, load_config
 from grounding_core.index import IndexSnapshot
 from grounding_core.store import IndexBusy, ScanResult, Store
@@ -81,6 +82,9 @@ _RETIRED = "workspace:retired-stores"
 _FTS = "workspace:full-text"
 _BUSY = "workspace:index-busy"
 _NO_EVIDENCE = "workspace:no-evidence-folder"
+_UNWRITABLE = "workspace:index-unwritable"
+UNWRITABLE_RETRY_SECONDS = (5.0, 300.0)
+"""First and longest pause before retrying a scan that could not write the index (doubling)."""
 SCAN_LOCK_WAIT_SECONDS = 2.0
 """How long the writer thread waits for another process's write lock (another ``grounding
 index`` or server) before the scan is retried later."""
@@ -392,6 +396,8 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
             return
         if isinstance(exc, IndexBusy):  # another process is indexing: its commit is readable
             _retry_busy(session, paths, str(exc))
+        elif isinstance(exc, WriteFailed):  # a full disk: rolled back, the last commit is readable
+            _retry_unwritable(session, paths, str(exc))
         else:
             logger.exception("indexing failed; keeping the previous index")
         if epoch == session.epoch and (session.view is None or session.view.epoch != epoch):
@@ -401,6 +407,7 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
         return
     session.feature_state.pop(_BUSY, None)
     session.feature_state.pop(_NO_EVIDENCE, None)
+    session.feature_state.pop(_UNWRITABLE, None)
     session.index_passes += 1
     if epoch == session.epoch:
         session.index_status = {**ws.store.describe(), "fallback": session.index_status.get("fallback")}
@@ -464,6 +471,27 @@ def _retry_busy(session: Session, paths: set[str] | None, reason: str) -> None:
         request_reindex(session, paths)
 
     session.tasks.start(_BUSY + ":retry", later(), replace=False)
+
+
+def _retry_unwritable(session: Session, paths: set[str] | None, reason: str) -> None:
+    """Scan again after a back-off (5 s doubling to 5 min) while the index cannot be written
+    (a full disk: the scan rolled back); meanwhile open drafts are checked against its last
+    commit. Says so once per spell (``window/showMessage``, an error: the user must act).
+    """
+    delay = session.feature_state.get(_UNWRITABLE)
+    if delay is None:
+        delay = UNWRITABLE_RETRY_SECONDS[0]
+        session.client.show_message(types.MessageType.Error, (
+            f"Grounding: {reason}. Checking against the index as last committed; indexing again"
+            " at the next evidence change, and every few minutes."))
+    session.feature_state[_UNWRITABLE] = min(delay * 2, UNWRITABLE_RETRY_SECONDS[1])
+    logger.warning("index unwritable; scanning again in %.1f s: %s", delay, reason)
+
+    async def later() -> None:
+        await asyncio.sleep(delay)
+        request_reindex(session, paths)
+
+    session.tasks.start(_UNWRITABLE + ":retry", later(), replace=False)
 
 
 async def _build_full_text(session: Session) -> None:

@@ -11,7 +11,6 @@ from pathlib import Path
 from lsprotocol import types
 
 from tests.support import lsp as harness
-from tests.support.lsp import names_of
 
 from .test_hardening_adversary_server import DRAFT, WAIT, diagnostics_of, workspace
 
