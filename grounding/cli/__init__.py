@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import traceback
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -405,12 +406,23 @@ def _fix_draft(ws: Workspace, report: DraftReport, state: Any) -> DraftReport:
                 print(f"grounding: not fixing {report.path}: {reason}", file=sys.stderr)
                 return report
             for edit in sorted(edits, key=lambda e: (e.span.start_line, e.span.start_col)):
-                print(f"grounding: fixed {report.path}:{edit.span.start_line + 1}: {edit.title}: "
+                print(f"grounding: fixed {one_line(report.path)}:{edit.span.start_line + 1}: {edit.title}: "
                       f"{_edit_before(text[len(bom):], edit)} → {shorten(edit.new_text, 100)}", file=sys.stderr)
             report = _check_one(ws, report.path, state)
         else:
             break
     return report
+
+
+def one_line(path: str) -> str:
+    r"""``path`` for a line of the text report: control characters and line separators (a file
+    name holding a newline, a tab or ESC) shown as ``\n``, ``\t``, ``\x1b``, ``\u2028``, so each
+    finding stays one ``path:line:col:`` line; every other character (CJK, emoji, U+3000) as is.
+    """
+    if path.isprintable():
+        return path
+    return "".join(c.encode("unicode_escape").decode("ascii")
+                   if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in path)
 
 
 def print_text(reports: list[DraftReport], evidence: dict[str, list[Finding]],
@@ -422,7 +434,7 @@ def print_text(reports: list[DraftReport], evidence: dict[str, list[Finding]],
     for path, findings in list(evidence.items()) + [(r.path, r.findings) for r in reports]:
         for f in findings:
             counts[f.effective_severity] += 1
-            print(f"{path}:{f.span.start_line + 1}:{f.span.start_col + 1}: "
+            print(f"{one_line(path)}:{f.span.start_line + 1}:{f.span.start_col + 1}: "
                   f"{f.effective_severity.value} {f.code} {f.name}: {f.message}")
             if f.hint:
                 print(f"    hint: {f.hint}")
@@ -446,7 +458,7 @@ def summary_line(r: DraftReport, accepted: int = 0) -> str:
     found = ", ".join(f"{n} {label}" for n, label in (
         (counts[Severity.ERROR], "error(s)"), (counts[Severity.WARNING], "warning(s)"),
         (accepted, "accepted by the baseline")) if n) or "no problems"
-    line = f"{r.path}: {r.status.value} ({found})"
+    line = f"{one_line(r.path)}: {r.status.value} ({found})"
     if not r.required_fields:
         return line + "; no required fields"
     line += (f"; required {_list(r.required_fields)}, covered {_list(r.covered_fields)},"
@@ -556,7 +568,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         Console().print(table)
         for path, fs in problems.items():
             for f in fs:
-                print(f"{path}:{f.span.start_line + 1}:{f.span.start_col + 1}: "
+                print(f"{one_line(path)}:{f.span.start_line + 1}:{f.span.start_col + 1}: "
                       f"{f.effective_severity.value} {f.code} {f.name}: {f.message}")
     return EXIT_OK
 
