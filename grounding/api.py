@@ -59,7 +59,8 @@ TodayInput = dt.date | str | None
 
 def _require(name: str, value: object, kinds: type | tuple[type, ...], what: str) -> None:
     """TypeError naming the parameter, what it takes and what it got, when ``value`` is not of
-    ``kinds`` (a bool is no int)."""
+    ``kinds`` (a bool is no int).
+    """
     allowed = kinds if isinstance(kinds, tuple) else (kinds,)
     if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
         raise TypeError(f"{name} must be {what}, got {type(value).__name__} {value!r:.80}")
