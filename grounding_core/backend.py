@@ -128,6 +128,12 @@ class Backend(Protocol):
 
     def create_schema(self) -> bool: ...
 
+    def replaced(self) -> str | None:
+        """Why the configured index is no longer the database this backend has open (its file
+        was deleted, or replaced by another file or a folder), or None; cheap (one ``stat``).
+        """
+        ...
+
     def clear_derived(self, conn: Connection) -> None: ...
 
     def lock_wait(self, seconds: float) -> AbstractContextManager[None]:

@@ -65,6 +65,7 @@ import json
 import os
 import shutil
 import sqlite3
+import stat
 import tempfile
 import threading
 import time
@@ -282,6 +283,26 @@ class SqliteBackend:
                               f" this one reads layout {LAYOUT}. Upgrade Grounding, or name another"
                               " index; the file is left as it is")
         self.writer.execute("PRAGMA journal_mode=WAL")
+        self._identity = None if self._temp_dir is not None else _identity(path)
+
+    def replaced(self) -> str | None:
+        """Why the file at :attr:`path` is no longer the one this backend has open, or None:
+        deleted (SQLite goes on writing the unlinked file, and everything written is lost at
+        close), or replaced by another file or a folder. One ``stat``.
+        """
+        if self._identity is None:
+            return None
+        try:
+            now = os.stat(self.path)
+        except FileNotFoundError:
+            return "was deleted"
+        except OSError as exc:
+            return f"cannot be looked at any more ({exc.strerror})"
+        if (now.st_dev, now.st_ino) == self._identity:
+            return None
+        if stat.S_ISREG(now.st_mode):
+            return "was replaced by another file"
+        return "was replaced by a folder or a special file"
 
     def _connect(self, readonly: bool) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
@@ -652,3 +673,12 @@ def _unwritable(exc: sqlite3.OperationalError) -> bool:
     """Whether ``exc`` says the file cannot be written (disk full, ``ulimit -f``, I/O error, read-only)."""
     code = getattr(exc, "sqlite_errorcode", None)
     return isinstance(code, int) and (code & 0xFF) in _UNWRITABLE
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``, or None when it cannot be looked at."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino

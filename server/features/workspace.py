@@ -253,15 +253,19 @@ def open_store(config: Config) -> _Opened:
     return _Opened(Workspace(config, store), message, snapshot if snapshot.seq > 0 else None, fallback)
 
 
-async def apply_settings(session: Session, settings: dict[str, Any], rescan: bool = True) -> None:
+async def apply_settings(session: Session, settings: dict[str, Any], rescan: bool = True,
+                         reopen: bool = False) -> None:
     """Rebuild the configuration from ``grounding.toml`` and ``settings`` and apply it (see the
     module docstring for what each kind of change does). Heavy parts run in workers.
+    ``reopen``: open the index again even when its settings did not change (its file was
+    deleted or replaced).
     """
     assert session.root is not None
     session.settings = settings
     config, message = await session.readers.run(load_settings, session.root, settings)
     old = session.workspace
-    if old is not None and _same(old.config, config, STORE_KEYS) and old.config.index_path == config.index_path:
+    if (not reopen and old is not None and _same(old.config, config, STORE_KEYS)
+            and old.config.index_path == config.index_path):
         if old.config == config:
             if message:
                 session.client.show_message(types.MessageType.Warning, message)
@@ -398,6 +402,12 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
             _retry_busy(session, paths, str(exc))
         elif isinstance(exc, WriteFailed):  # a full disk: rolled back, the last commit is readable
             _retry_unwritable(session, paths, str(exc))
+        elif isinstance(exc, IndexReplaced) and epoch == session.epoch:
+            session.client.show_message(types.MessageType.Warning, (
+                f"Grounding: {exc}; what this session indexed went with it. Opening"
+                f" {ws.config.index_display} again and indexing the evidence folder."))
+            await apply_settings(session, session.settings, reopen=True)
+            return
         else:
             logger.exception("indexing failed; keeping the previous index")
         if epoch == session.epoch and (session.view is None or session.view.epoch != epoch):
@@ -473,6 +483,12 @@ def _retry_busy(session: Session, paths: set[str] | None, reason: str) -> None:
     session.tasks.start(_BUSY + ":retry", later(), replace=False)
 
 
+class IndexReplaced(RuntimeError):
+    """The index file was deleted or replaced while the server had it open (checked before each
+    scan): the session opens it again (:func:`apply_settings` with ``reopen``).
+    """
+
+
 def _retry_unwritable(session: Session, paths: set[str] | None, reason: str) -> None:
     """Scan again after a back-off (5 s doubling to 5 min) while the index cannot be written
     (a full disk: the scan rolled back); meanwhile open drafts are checked against its last
@@ -534,6 +550,9 @@ def _scan_store(ws: Workspace, progress: Callable[[int, int, str], None] | None,
     are complete. ``pause``: the session's background yield point (``Foreground.pause``),
     called at the walk's and the reads' batch boundaries.
     """
+    gone = ws.store.backend.replaced()
+    if gone is not None:  # writing on would fill an unlinked file, lost at close
+        raise IndexReplaced(f"the index file {ws.config.index_display} {gone} while the server had it open")
     result = ws.store.scan(ws.config, progress, paths=sorted(paths) if paths is not None else None,
                            lock_wait=SCAN_LOCK_WAIT_SECONDS, pause=pause)
     return result, result.snapshot, result.snapshot.search_complete
