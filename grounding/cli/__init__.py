@@ -178,6 +178,9 @@ def open_workspace(args: argparse.Namespace, persistent: bool = False) -> Worksp
         if args.root is None and ws.config.source == "defaults" and not args.evidence:
             raise UsageError(f"no grounding.toml (or [tool.grounding] in pyproject.toml) in {root} or any"
                              f" folder above it, and {root} has no evidence folder: {_workspace_hint(root)}")
+        if ws.config.evidence_root.exists():
+            raise UsageError(f"evidence = {ws.config.evidence_root} is not a folder"
+                             " (set 'evidence' in grounding.toml to the evidence folder, or pass --evidence)")
         raise UsageError(f"evidence folder {ws.config.evidence_root} does not exist"
                          " (set 'evidence' in grounding.toml or pass --evidence)")
     return ws
@@ -265,7 +268,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     paths = _draft_paths(ws, args.paths)
-    reports = [_check_one(ws, path, snapshot) for path in (paths or ws.discover_drafts())]
+    if paths is None:
+        paths = ws.discover_drafts()
+        if not paths:
+            _say_drafts_inside_evidence(ws)
+    elif not paths:  # folders given, none holding a draft: nothing to check, never every draft
+        print(f"grounding: warning: no drafts under {', '.join(map(str, args.paths))}; nothing to check",
+              file=sys.stderr)
+    reports = [_check_one(ws, path, snapshot) for path in paths]
     if args.fix:
         reports = _apply_fixes(ws, reports, snapshot)
     display = _evidence_display(ws)
@@ -320,6 +330,24 @@ def _draft_paths(ws: Workspace, paths: list[Path]) -> list[str] | None:
         else:
             out.append(ws.rel(full))
     return out
+
+
+def _say_drafts_inside_evidence(ws: Workspace) -> None:
+    """No draft was found: when a file under the evidence folder matches the drafts globs (the
+    drafts folder was made evidence, e.g. ``evidence = "answers"`` or ``"."``), say on stderr
+    that evidence is never a draft (SPEC §2); stops at the first such file.
+    """
+    config = ws.config
+    for dirpath, dirnames, filenames in os.walk(config.evidence_root):
+        dirnames[:] = [d for d in dirnames if d not in (".git", ".grounding", "node_modules")]
+        for name in filenames:
+            rel = ws.rel(Path(dirpath) / name)
+            if config.draft_matches(rel):
+                print(f"grounding: warning: no drafts: {one_line(rel)} matches the drafts globs but is under the"
+                      f" evidence folder {config.evidence_display('.').removesuffix('/.')}, and evidence files"
+                      " are never drafts; keep drafts outside it (set 'evidence' or 'drafts' in grounding.toml)",
+                      file=sys.stderr)
+                return
 
 
 def _check_one(ws: Workspace, rel_path: str, state: Any) -> DraftReport:
