@@ -396,6 +396,8 @@ class Verifier:
         is None, so it is never read.
         """
         _require("target", target, str, "a str (PATH[:LINE])")
+        if "\0" in target:  # no file name holds a NUL (os would raise "embedded null byte")
+            return None
         path_text, line = target, None
         head, sep, tail = target.rpartition(":")
         if sep and tail.isdigit() and head:

@@ -43,3 +43,11 @@ def test_a_wrong_type_is_a_clear_error_and_the_verifier_goes_on(verifier: Verifi
     assert said in str(raised.value), (name, str(raised.value))
     assert type(raised.value) in (TypeError, ValueError)
     assert verifier.verify(answer(TIME)).ok
+
+
+def test_a_nul_in_a_cite_target_names_the_target_not_the_os(verifier: Verifier) -> None:
+    with pytest.raises(ValueError) as raised:
+        verifier.cite("sched\0ule:7")
+    assert "embedded null byte" not in str(raised.value)
+    assert "no evidence document has doc_id" in str(raised.value)
+    assert verifier.evidence_path("evidence/schedule.md\0:7") is None
