@@ -187,8 +187,11 @@ async def read_settings(session: Session, pushed: Any = None) -> dict[str, Any]:
     return {k: v for k, v in settings.items() if k in SETTINGS_KEYS and v not in (None, "")}
 
 
-def load_settings(root: Path, settings: dict[str, Any]) -> tuple[Config, str | None]:
-    """``grounding.toml`` plus the editor settings; a problem gives the defaults and a message.
+def load_settings(root: Path, settings: dict[str, Any],
+                  previous: Config | None = None) -> tuple[Config, str | None]:
+    """``grounding.toml`` plus the editor settings; a problem gives the defaults and a message,
+    or, when a configuration is in effect (``previous``), keeps it: a half-typed
+    ``grounding.toml`` must not move the session to another evidence folder or index.
 
     Reads files: call it in a worker thread.
     """
@@ -196,6 +199,8 @@ def load_settings(root: Path, settings: dict[str, Any]) -> tuple[Config, str | N
     try:
         config = load_config(root)
     except ConfigError as exc:
+        if previous is not None:
+            return previous, f"Grounding: {exc}; keeping the configuration in effect until it is fixed."
         message = f"Grounding: {exc}; using the default configuration."
         config = Config(root=root.resolve())
         try:
@@ -262,8 +267,9 @@ async def apply_settings(session: Session, settings: dict[str, Any], rescan: boo
     """
     assert session.root is not None
     session.settings = settings
-    config, message = await session.readers.run(load_settings, session.root, settings)
     old = session.workspace
+    config, message = await session.readers.run(load_settings, session.root, settings,
+                                                old.config if old is not None else None)
     if (not reopen and old is not None and _same(old.config, config, STORE_KEYS)
             and old.config.index_path == config.index_path):
         if old.config == config:

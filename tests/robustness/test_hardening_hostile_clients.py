@@ -105,3 +105,38 @@ async def _evidence_added(client: harness.RecordingClient, path: Path, text: str
     path.write_bytes(text.encode("utf-8"))
     client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
         [types.FileEvent(path.as_uri(), types.FileChangeType.Created)]))
+
+
+async def test_a_half_typed_grounding_toml_keeps_the_configuration_in_effect(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    (ws / "evidence").rename(ws / "policies")  # a configured folder: the defaults would lose it
+    toml = ws / "grounding.toml"
+    valid = 'today = "2026-05-01"\nevidence = "policies"\n'
+    toml.write_text(valid, encoding="utf-8")
+    client = await harness.start(ws, "minimal")
+    try:
+        uri = (ws / "answers/a.md").as_uri()
+        assert not [d for d in await diagnostics_of(client, uri, DRAFT) if d.severity == types.DiagnosticSeverity.Error]
+        version = 1
+        for bad in ('today = "2026-05-01"\nevidence = "poli', 'today = "2026-05-01"\nevidence = "../x"\n'):
+            mark = len(client.recorder.messages)
+            toml.write_text(bad, encoding="utf-8")
+            client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
+                [types.FileEvent(toml.as_uri(), types.FileChangeType.Changed)]))
+            await client.recorder.wait_until(
+                lambda mark=mark: any("keeping the configuration in effect" in m.message
+                            for m in client.recorder.messages[mark:]), f"the message for {bad!r}", WAIT)
+            version += 1
+            harness.replace_document(client, uri, DRAFT + " 🎉" * version, version)
+            await client.recorder.wait_until(lambda version=version: client.recorder.of(uri)[-1].version == version,
+                                             "the draft checked after the edit", WAIT)
+            assert "unknown-source" not in names_of(client.recorder.of(uri)[-1].diagnostics)
+            hover = await asyncio.wait_for(client.text_document_hover_async(types.HoverParams(
+                types.TextDocumentIdentifier(uri), types.Position(5, 12))), WAIT)
+            assert hover is not None and "周四16:30" in str(hover.contents)
+        said = _said(client)
+        assert not [m for m in said if "does not exist" in m or "default configuration" in m], said
+        assert not (ws / "evidence").exists()
+        toml.write_text(valid, encoding="utf-8")
+    finally:
+        assert await harness.stop(client) == 0
