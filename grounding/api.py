@@ -57,9 +57,19 @@ string (``"schedule@2"``, ``"notice@1:1-12"``), a pydantic unit model, or a comp
 TodayInput = dt.date | str | None
 
 
+def _require(name: str, value: object, kinds: type | tuple[type, ...], what: str) -> None:
+    """TypeError naming the parameter, what it takes and what it got, when ``value`` is not of
+    ``kinds`` (a bool is no int).
+    """
+    allowed = kinds if isinstance(kinds, tuple) else (kinds,)
+    if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__} {value!r:.80}")
+
+
 def _date(value: TodayInput) -> dt.date | None:
     if value is None or isinstance(value, dt.date):
         return value
+    _require("today", value, str, "a datetime.date, a 'YYYY-MM-DD' string or None")
     try:
         return dt.date.fromisoformat(value)
     except ValueError:
@@ -257,6 +267,11 @@ class Verifier:
         ``kind`` is ``"json"`` or ``"markdown"``; None decides by ``path`` (``.json``) or, without
         a path, by whether the text starts with ``{``. Otherwise as :meth:`verify`.
         """
+        _require("text", text, str, "the draft or JSON answer as a str (decode bytes first)")
+        if kind not in (None, "json", "markdown"):
+            raise ValueError(f"kind must be 'json', 'markdown' or None, got {kind!r}")
+        if path is not None:
+            _require("path", path, str, "a str")
         kind = kind or _kind_of(text, path)
         path = path or ("answer.json" if kind == "json" else "answer.md")
         report = self.check_report(text, kind=kind, context=context, today=today, path=path)
@@ -293,6 +308,8 @@ class Verifier:
         """
         from .adapters import ChunkAnswer, answer_from_chunks, chunk_units
 
+        _require("payload", payload, (dict, BaseModel), "a dict or a pydantic model of the chunk-cited answer")
+        _require("chunks", chunks, dict, "a dict of chunk id -> unit")
         view = self.reader.view()
         field_list = list(fields) if fields is not None else None
         units = chunk_units(chunks)
@@ -314,6 +331,11 @@ class Verifier:
         ``query`` is the search text (default: the question). The kept units
         (``compiled.kept``) are the hits to show the model and to pass back as ``context``.
         """
+        _require("question", question, str, "a str")
+        if query is not None:
+            _require("query", query, str, "a str or None")
+        _require("limit", limit, int, "an int (tokens)")
+        _require("reserve", reserve, int, "an int (tokens)")
         view = view or self.reader.view()
         spec = ContextSpec("query", query=query or question, limit=limit, reserve=reserve)
         return compile_context(view.snapshot, self.config, spec, question, self.today(today))
@@ -330,6 +352,13 @@ class Verifier:
         :class:`grounding_core.cite.CiteError` (with ``name`` and ``hint``) when nothing can be
         cited, and ValueError for a target that is none of these forms.
         """
+        if target is not None:
+            _require("target", target, str, "a str (PATH:LINE or DOC_ID[@VERSION][:LINE]) or None")
+        if grep is not None:
+            _require("grep", grep, str, "a str or None")
+        _require("limit", limit, int, "an int")
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
         view = view or self.reader.view()
         day = self.today(today)
         if target is None or not target.strip():
@@ -366,6 +395,9 @@ class Verifier:
         Only the file's name is resolved (it is not read); a path outside the evidence folder
         is None, so it is never read.
         """
+        _require("target", target, str, "a str (PATH[:LINE])")
+        if "\0" in target:  # no file name holds a NUL (os would raise "embedded null byte")
+            return None
         path_text, line = target, None
         head, sep, tail = target.rpartition(":")
         if sep and tail.isdigit() and head:

@@ -55,6 +55,14 @@ class BackendError(RuntimeError):
     """
 
 
+class WriteFailed(BackendError):
+    """A write transaction could not be committed because the index cannot be written (the
+    disk is full, a file size limit, an I/O error, a read-only file). The transaction was
+    rolled back: nothing of it was written and no lock is left held; the committed state
+    stays readable. The message names the location, the cause and what to do.
+    """
+
+
 class NewerLayout(Exception):
     """The index's layout (SQLite ``PRAGMA user_version``; PostgreSQL ``meta.layout``) is above
     what this Grounding reads: a newer Grounding wrote it. Raised before anything is written
@@ -119,6 +127,12 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
     def create_schema(self) -> bool: ...
+
+    def replaced(self) -> str | None:
+        """Why the configured index is no longer the database this backend has open (its file
+        was deleted, or replaced by another file or a folder), or None; cheap (one ``stat``).
+        """
+        ...
 
     def clear_derived(self, conn: Connection) -> None: ...
 

@@ -463,6 +463,12 @@ class PostgresBackend:
         self._holds_lock = False
         self._local = threading.local()
 
+    def replaced(self) -> str | None:
+        """Never: a database server's index cannot be deleted under an open connection unseen
+        (a lost connection is :attr:`lost`).
+        """
+        return None
+
     # -- schema --------------------------------------------------------------------------------
 
     def create_schema(self) -> bool:

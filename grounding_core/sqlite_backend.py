@@ -65,6 +65,7 @@ import json
 import os
 import shutil
 import sqlite3
+import stat
 import tempfile
 import threading
 import time
@@ -72,7 +73,17 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from .backend import DERIVED_VERSION, FIELD_HEAD, LOCK_WAIT_S, Connection, FtsHit, LockTimeout, NewerLayout, text_hash
+from .backend import (
+    DERIVED_VERSION,
+    FIELD_HEAD,
+    LOCK_WAIT_S,
+    Connection,
+    FtsHit,
+    LockTimeout,
+    NewerLayout,
+    WriteFailed,
+    text_hash,
+)
 
 __all__ = ["DERIVED_VERSION", "FIELD_HEAD", "LINE_BITS", "LINE_MASK", "NewerLayout", "SqliteBackend", "fts_string",
            "text_hash"]
@@ -272,6 +283,26 @@ class SqliteBackend:
                               f" this one reads layout {LAYOUT}. Upgrade Grounding, or name another"
                               " index; the file is left as it is")
         self.writer.execute("PRAGMA journal_mode=WAL")
+        self._identity = None if self._temp_dir is not None else _identity(path)
+
+    def replaced(self) -> str | None:
+        """Why the file at :attr:`path` is no longer the one this backend has open, or None:
+        deleted (SQLite goes on writing the unlinked file, and everything written is lost at
+        close), or replaced by another file or a folder. One ``stat``.
+        """
+        if self._identity is None:
+            return None
+        try:
+            now = os.stat(self.path)
+        except FileNotFoundError:
+            return "was deleted"
+        except OSError as exc:
+            return f"cannot be looked at any more ({exc.strerror})"
+        if (now.st_dev, now.st_ino) == self._identity:
+            return None
+        if stat.S_ISREG(now.st_mode):
+            return "was replaced by another file"
+        return "was replaced by a folder or a special file"
 
     def _connect(self, readonly: bool) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
@@ -411,20 +442,37 @@ class SqliteBackend:
         """``BEGIN IMMEDIATE`` on the writer: other writers (processes) wait up to the busy
         timeout (:meth:`lock_wait`; 30 s by default), then :class:`LockTimeout` (every write is
         exclusive in SQLite).
+
+        A failure to write (the disk is full, a file size limit, an I/O error, also at
+        ``COMMIT``) rolls the transaction back and raises :class:`WriteFailed`: a failed
+        ``COMMIT`` leaves the transaction open in SQLite, and with it the write lock.
         """
         conn = self.writer
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
+            if _unwritable(exc):
+                raise self._write_failed(exc) from exc
             if "locked" not in str(exc) and "busy" not in str(exc):
                 raise
             raise LockTimeout(str(exc)) from exc
         try:
             yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:  # SQLite may have rolled back already; the cause is what matters
+                    pass
+            if isinstance(exc, sqlite3.OperationalError) and _unwritable(exc):
+                raise self._write_failed(exc) from exc
             raise
-        conn.execute("COMMIT")
+
+    def _write_failed(self, exc: sqlite3.OperationalError) -> WriteFailed:
+        return WriteFailed(f"cannot write the index {self.location}: {exc}; nothing was written and the"
+                           " index is as last committed (free disk space, or set 'index' in grounding.toml"
+                           " to a file on a disk that has room)")
 
     def can_write(self) -> bool:
         return True
@@ -621,3 +669,22 @@ def fts_string(term: str) -> str:
     column filter, ``NEAR(`` or ``*`` inside it is interpreted.
     """
     return '"' + term.replace('"', '""') + '"'
+
+
+_UNWRITABLE = (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN)
+"""SQLite primary result codes that mean the database file cannot be written."""
+
+
+def _unwritable(exc: sqlite3.OperationalError) -> bool:
+    """Whether ``exc`` says the file cannot be written (disk full, ``ulimit -f``, I/O error, read-only)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(code, int) and (code & 0xFF) in _UNWRITABLE
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``, or None when it cannot be looked at."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino

@@ -12,6 +12,7 @@ cost follows the draft (its citations and checked keys), never the corpus.
 from __future__ import annotations
 
 import datetime as dt
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -470,6 +471,16 @@ def _check_claim(
 
     versions = state.versions(ref.doc_id)
     if not versions:
+        spelled = _other_normal_form(state, ref.doc_id)
+        if spelled is not None:  # NFC typed, NFD on disk (a macOS file name), or the reverse
+            form = "decomposed (NFD, a letter then a combining accent, as macOS spells file names)" \
+                if unicodedata.normalize("NFD", spelled) == spelled else "composed (NFC)"
+            add("unknown-source", f"no evidence document has doc_id '{ref.doc_id}' as written: the evidence's"
+                f" doc_id {ascii(spelled)} looks the same but is spelled with {form} characters",
+                hint="Cite the doc_id exactly as the evidence spells it (`grounding cite` prints it), or give"
+                     " the evidence file front matter with an explicit doc_id.",
+                at=claim.value_span("doc_id") if claim.json_text is not None else None)
+            return result
         close = state.similar_doc_ids(ref.doc_id, n=1)
         add("unknown-source", f"no evidence document has doc_id '{ref.doc_id}'",
             hint=f"Did you mean '{close[0]}'?" if close else "Check the doc_id against the evidence folder.",
@@ -717,6 +728,17 @@ def same_line_in(doc: EvidenceDocument, text: str, near: int) -> int | None:
         return None
     matches = [i for i, line in enumerate(doc.lines, 1) if line == text and not doc.is_front_matter_line(i)]
     return min(matches, key=lambda i: (abs(i - near), i)) if matches else None
+
+
+def _other_normal_form(state: IndexSnapshot, doc_id: str) -> str | None:
+    """The doc_id the index holds that differs from ``doc_id`` only by Unicode normalisation
+    (NFC vs NFD), or None: two exact lookups, no scan.
+    """
+    for form in ("NFC", "NFD"):
+        other = unicodedata.normalize(form, doc_id)
+        if other != doc_id and state.versions(other):
+            return other
+    return None
 
 
 def _reanchor(claim: Claim, state: IndexSnapshot, current: VersionRecord,

@@ -30,6 +30,7 @@ version, text, lines) and, when done, compare it with the current version before
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import unquote
@@ -43,6 +44,8 @@ from grounding_core.text import LineIndex, split_lines, split_lines_keepends
 from server.positions import PositionCodec
 
 __all__ = ["DocumentSnapshot", "GroundingDocument", "GroundingWorkspace", "text_hash"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +275,18 @@ class GroundingWorkspace(Workspace):
         document = super().get_text_document(doc_uri)
         assert isinstance(document, GroundingDocument)  # made by _create_text_document
         return document
+
+    def update_text_document(self, text_doc: types.VersionedTextDocumentIdentifier,
+                             change: types.TextDocumentContentChangeEvent) -> None:
+        """Apply one ``didChange`` edit (pygls API). A change to a document the client never
+        opened (or already closed) is a client error the server cannot apply: it is logged and
+        ignored, never an "Error in server" message (pygls raised ``KeyError``).
+        """
+        if unquote(text_doc.uri) not in self.text_documents:
+            logger.warning("didChange for %s, which is not open (no didOpen, or after didClose): ignored",
+                           text_doc.uri)
+            return
+        super().update_text_document(text_doc, change)
 
     def open_document(self, doc_uri: str) -> GroundingDocument | None:
         """The open (editor-synced) document for ``doc_uri``, or None if it is not open."""

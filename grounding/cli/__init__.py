@@ -14,10 +14,12 @@ import json
 import os
 import sys
 import traceback
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from grounding_core.backend import WriteFailed
 from grounding_core.config import ConfigError, find_workspace_root
 from grounding_core.model import FIRST_LINE, DraftReport, Finding, Severity, Status
 from grounding_core.store import LOCK_WAIT_S, IndexBusy, IndexError_, ScanResult
@@ -62,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"grounding: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (ConfigError, IndexError_, FileNotFoundError) as exc:
+    except (ConfigError, IndexError_, WriteFailed, FileNotFoundError) as exc:
         print(f"grounding: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
@@ -164,8 +166,13 @@ def _date(text: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"expected YYYY-MM-DD, got {text!r}") from None
 
 
-def open_workspace(args: argparse.Namespace) -> Workspace:
-    """Open the workspace named by ``--root``/``--evidence``/``--today``; UsageError if unusable."""
+def open_workspace(args: argparse.Namespace, persistent: bool = False) -> Workspace:
+    """Open the workspace named by ``--root``/``--evidence``/``--today``; UsageError if unusable.
+
+    ``persistent``: the command exists to write the index (``grounding index``), so an index
+    that cannot be opened is a UsageError, not a warning and an in-memory index whose writes
+    are lost at exit.
+    """
     root: Path = args.root if args.root is not None else find_workspace_root(Path.cwd())
     if not root.is_dir():
         raise UsageError(f"--root {root}: not a folder")
@@ -177,12 +184,19 @@ def open_workspace(args: argparse.Namespace) -> Workspace:
         overrides["today"] = args.today.isoformat()
     ws = Workspace.open(root, **overrides)
     _OPENED.append(ws)
+    if persistent and ws.fallback:
+        raise UsageError(f"{(ws.warning or '').removesuffix('; using an in-memory index for this run')};"
+                         " nothing was indexed (an in-memory index would be lost at exit): free disk"
+                         " space or repair the file, or set 'index' in grounding.toml, then run it again")
     if ws.warning:
         print(f"grounding: warning: {ws.warning}", file=sys.stderr)
     if not ws.config.evidence_root.is_dir():
         if args.root is None and ws.config.source == "defaults" and not args.evidence:
             raise UsageError(f"no grounding.toml (or [tool.grounding] in pyproject.toml) in {root} or any"
                              f" folder above it, and {root} has no evidence folder: {_workspace_hint(root)}")
+        if ws.config.evidence_root.exists():
+            raise UsageError(f"evidence = {ws.config.evidence_root} is not a folder"
+                             " (set 'evidence' in grounding.toml to the evidence folder, or pass --evidence)")
         raise UsageError(f"evidence folder {ws.config.evidence_root} does not exist"
                          " (set 'evidence' in grounding.toml or pass --evidence)")
     return ws
@@ -215,7 +229,7 @@ def _scan(ws: Workspace, show_progress: bool) -> ScanResult:
     """
     try:
         return _scan_now(ws, show_progress)
-    except IndexBusy as exc:
+    except (IndexBusy, WriteFailed) as exc:
         result = ws.committed()
         print(f"grounding: warning: {exc}; checking against the index as last committed"
               f" ({result.snapshot.seq} events): evidence changed since is not seen", file=sys.stderr)
@@ -277,7 +291,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     paths = _draft_paths(ws, args.paths)
-    reports = [_check_one(ws, path, snapshot) for path in (paths or ws.discover_drafts())]
+    if paths is None:
+        paths = ws.discover_drafts()
+        if not paths:
+            _say_drafts_inside_evidence(ws)
+    elif not paths:  # folders given, none holding a draft: nothing to check, never every draft
+        print(f"grounding: warning: no drafts under {', '.join(map(str, args.paths))}; nothing to check",
+              file=sys.stderr)
+    reports = [_check_one(ws, path, snapshot) for path in paths]
     if args.fix:
         reports = _apply_fixes(ws, reports, snapshot)
     display = _evidence_display(ws)
@@ -332,6 +353,24 @@ def _draft_paths(ws: Workspace, paths: list[Path]) -> list[str] | None:
         else:
             out.append(ws.rel(full))
     return out
+
+
+def _say_drafts_inside_evidence(ws: Workspace) -> None:
+    """No draft was found: when a file under the evidence folder matches the drafts globs (the
+    drafts folder was made evidence, e.g. ``evidence = "answers"`` or ``"."``), say on stderr
+    that evidence is never a draft (SPEC §2); stops at the first such file.
+    """
+    config = ws.config
+    for dirpath, dirnames, filenames in os.walk(config.evidence_root):
+        dirnames[:] = [d for d in dirnames if d not in (".git", ".grounding", "node_modules")]
+        for name in filenames:
+            rel = ws.rel(Path(dirpath) / name)
+            if config.draft_matches(rel):
+                print(f"grounding: warning: no drafts: {one_line(rel)} matches the drafts globs but is under the"
+                      f" evidence folder {config.evidence_display('.').removesuffix('/.')}, and evidence files"
+                      " are never drafts; keep drafts outside it (set 'evidence' or 'drafts' in grounding.toml)",
+                      file=sys.stderr)
+                return
 
 
 def _check_one(ws: Workspace, rel_path: str, state: Any) -> DraftReport:
@@ -418,12 +457,23 @@ def _fix_draft(ws: Workspace, report: DraftReport, state: Any) -> DraftReport:
                 print(f"grounding: not fixing {report.path}: {reason}", file=sys.stderr)
                 return report
             for edit in sorted(edits, key=lambda e: (e.span.start_line, e.span.start_col)):
-                print(f"grounding: fixed {report.path}:{edit.span.start_line + 1}: {edit.title}: "
+                print(f"grounding: fixed {one_line(report.path)}:{edit.span.start_line + 1}: {edit.title}: "
                       f"{_edit_before(text[len(bom):], edit)} → {shorten(edit.new_text, 100)}", file=sys.stderr)
             report = _check_one(ws, report.path, state)
         else:
             break
     return report
+
+
+def one_line(path: str) -> str:
+    r"""``path`` for a line of the text report: control characters and line separators (a file
+    name holding a newline, a tab or ESC) shown as ``\n``, ``\t``, ``\x1b``, ``\u2028``, so each
+    finding stays one ``path:line:col:`` line; every other character (CJK, emoji, U+3000) as is.
+    """
+    if path.isprintable():
+        return path
+    return "".join(c.encode("unicode_escape").decode("ascii")
+                   if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in path)
 
 
 def print_text(reports: list[DraftReport], evidence: dict[str, list[Finding]],
@@ -436,7 +486,7 @@ def print_text(reports: list[DraftReport], evidence: dict[str, list[Finding]],
     for path, findings in list(evidence.items()) + [(r.path, r.findings) for r in reports]:
         for f in findings:
             (on_evidence if path in evidence else counts)[f.effective_severity] += 1
-            print(f"{path}:{f.span.start_line + 1}:{f.span.start_col + 1}: "
+            print(f"{one_line(path)}:{f.span.start_line + 1}:{f.span.start_col + 1}: "
                   f"{f.effective_severity.value} {f.code} {f.name}: {f.message}")
             if f.hint:
                 print(f"    hint: {f.hint}")
@@ -472,7 +522,7 @@ def summary_line(r: DraftReport, accepted: int = 0) -> str:
     found = ", ".join(f"{n} {label}" for n, label in (
         (counts[Severity.ERROR], "error(s)"), (counts[Severity.WARNING], "warning(s)"),
         (accepted, "accepted by the baseline")) if n) or "no problems"
-    line = f"{r.path}: {r.status.value} ({found})"
+    line = f"{one_line(r.path)}: {r.status.value} ({found})"
     if not r.required_fields:
         return line + "; no required fields"
     line += (f"; required {_list(r.required_fields)}, covered {_list(r.covered_fields)},"
@@ -551,8 +601,8 @@ def cmd_cite(args: argparse.Namespace) -> int:
 def cmd_index(args: argparse.Namespace) -> int:
     if args.to:
         return cmd_index_to(args)
-    ws = open_workspace(args)
-    scan = _scan_now(ws, sys.stderr.isatty() and args.format == "text", LOCK_WAIT_S)  # IndexBusy: exit 2
+    ws = open_workspace(args, persistent=True)
+    scan = _scan_now(ws, sys.stderr.isatty() and args.format == "text", LOCK_WAIT_S)  # IndexBusy, WriteFailed: exit 2
     ws.store.build_fts()  # `grounding index` leaves a complete index: full-text rows included
     snapshot = scan.snapshot
     today = ws.today()
@@ -582,7 +632,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         Console().print(table)
         for path, fs in problems.items():
             for f in fs:
-                print(f"{path}:{f.span.start_line + 1}:{f.span.start_col + 1}: "
+                print(f"{one_line(path)}:{f.span.start_line + 1}:{f.span.start_col + 1}: "
                       f"{f.effective_severity.value} {f.code} {f.name}: {f.message}")
     return EXIT_OK
 

@@ -47,6 +47,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
+from grounding_core.backend import WriteFailed
 from grounding_core.config import LOCAL_INDEX, Config, ConfigError, check_index, load_config
 from grounding_core.index import IndexSnapshot
 from grounding_core.store import IndexBusy, ScanResult, Store
@@ -81,6 +82,9 @@ _RETIRED = "workspace:retired-stores"
 _FTS = "workspace:full-text"
 _BUSY = "workspace:index-busy"
 _NO_EVIDENCE = "workspace:no-evidence-folder"
+_UNWRITABLE = "workspace:index-unwritable"
+UNWRITABLE_RETRY_SECONDS = (5.0, 300.0)
+"""First and longest pause before retrying a scan that could not write the index (doubling)."""
 SCAN_LOCK_WAIT_SECONDS = 2.0
 """How long the writer thread waits for another process's write lock (another ``grounding
 index`` or server) before the scan is retried later."""
@@ -184,8 +188,11 @@ async def read_settings(session: Session, pushed: Any = None) -> dict[str, Any]:
     return {k: v for k, v in settings.items() if k in SETTINGS_KEYS and v not in (None, "")}
 
 
-def load_settings(root: Path, settings: dict[str, Any]) -> tuple[Config, str | None]:
-    """``grounding.toml`` plus the editor settings; a problem gives the defaults and a message.
+def load_settings(root: Path, settings: dict[str, Any],
+                  previous: Config | None = None) -> tuple[Config, str | None]:
+    """``grounding.toml`` plus the editor settings; a problem gives the defaults and a message,
+    or, when a configuration is in effect (``previous``), keeps it: a half-typed
+    ``grounding.toml`` must not move the session to another evidence folder or index.
 
     Reads files: call it in a worker thread.
     """
@@ -193,6 +200,8 @@ def load_settings(root: Path, settings: dict[str, Any]) -> tuple[Config, str | N
     try:
         config = load_config(root)
     except ConfigError as exc:
+        if previous is not None:
+            return previous, f"Grounding: {exc}; keeping the configuration in effect until it is fixed."
         message = f"Grounding: {exc}; using the default configuration."
         config = Config(root=root.resolve())
         try:
@@ -250,15 +259,20 @@ def open_store(config: Config) -> _Opened:
     return _Opened(Workspace(config, store), message, snapshot if snapshot.seq > 0 else None, fallback)
 
 
-async def apply_settings(session: Session, settings: dict[str, Any], rescan: bool = True) -> None:
+async def apply_settings(session: Session, settings: dict[str, Any], rescan: bool = True,
+                         reopen: bool = False) -> None:
     """Rebuild the configuration from ``grounding.toml`` and ``settings`` and apply it (see the
     module docstring for what each kind of change does). Heavy parts run in workers.
+    ``reopen``: open the index again even when its settings did not change (its file was
+    deleted or replaced).
     """
     assert session.root is not None
     session.settings = settings
-    config, message = await session.readers.run(load_settings, session.root, settings)
     old = session.workspace
-    if old is not None and _same(old.config, config, STORE_KEYS) and old.config.index_path == config.index_path:
+    config, message = await session.readers.run(load_settings, session.root, settings,
+                                                old.config if old is not None else None)
+    if (not reopen and old is not None and _same(old.config, config, STORE_KEYS)
+            and old.config.index_path == config.index_path):
         if old.config == config:
             if message:
                 session.client.show_message(types.MessageType.Warning, message)
@@ -393,6 +407,14 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
             return
         if isinstance(exc, IndexBusy):  # another process is indexing: its commit is readable
             _retry_busy(session, paths, str(exc))
+        elif isinstance(exc, WriteFailed):  # a full disk: rolled back, the last commit is readable
+            _retry_unwritable(session, paths, str(exc))
+        elif isinstance(exc, IndexReplaced) and epoch == session.epoch:
+            session.client.show_message(types.MessageType.Warning, (
+                f"Grounding: {exc}; what this session indexed went with it. Opening"
+                f" {ws.config.index_display} again and indexing the evidence folder."))
+            await apply_settings(session, session.settings, reopen=True)
+            return
         else:
             logger.exception("indexing failed; keeping the previous index")
         if epoch == session.epoch and (session.view is None or session.view.epoch != epoch):
@@ -402,6 +424,7 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
         return
     session.feature_state.pop(_BUSY, None)
     session.feature_state.pop(_NO_EVIDENCE, None)
+    session.feature_state.pop(_UNWRITABLE, None)
     session.index_passes += 1
     if epoch == session.epoch:
         session.index_status = {**ws.store.describe(), "fallback": session.index_status.get("fallback")}
@@ -467,6 +490,33 @@ def _retry_busy(session: Session, paths: set[str] | None, reason: str) -> None:
     session.tasks.start(_BUSY + ":retry", later(), replace=False)
 
 
+class IndexReplaced(RuntimeError):
+    """The index file was deleted or replaced while the server had it open (checked before each
+    scan): the session opens it again (:func:`apply_settings` with ``reopen``).
+    """
+
+
+def _retry_unwritable(session: Session, paths: set[str] | None, reason: str) -> None:
+    """Scan again after a back-off (5 s doubling to 5 min) while the index cannot be written
+    (a full disk: the scan rolled back); meanwhile open drafts are checked against its last
+    commit. Says so once per spell (``window/showMessage``, an error: the user must act).
+    """
+    delay = session.feature_state.get(_UNWRITABLE)
+    if delay is None:
+        delay = UNWRITABLE_RETRY_SECONDS[0]
+        session.client.show_message(types.MessageType.Error, (
+            f"Grounding: {reason}. Checking against the index as last committed; indexing again"
+            " at the next evidence change, and every few minutes."))
+    session.feature_state[_UNWRITABLE] = min(delay * 2, UNWRITABLE_RETRY_SECONDS[1])
+    logger.warning("index unwritable; scanning again in %.1f s: %s", delay, reason)
+
+    async def later() -> None:
+        await asyncio.sleep(delay)
+        request_reindex(session, paths)
+
+    session.tasks.start(_UNWRITABLE + ":retry", later(), replace=False)
+
+
 async def _build_full_text(session: Session) -> None:
     """Build the full-text rows a scan queued (in the writer thread, in slices, so a scan the
     watcher asks for waits at most one slice). Until they are built, ``query`` contexts and
@@ -507,6 +557,9 @@ def _scan_store(ws: Workspace, progress: Callable[[int, int, str], None] | None,
     are complete. ``pause``: the session's background yield point (``Foreground.pause``),
     called at the walk's and the reads' batch boundaries.
     """
+    gone = ws.store.backend.replaced()
+    if gone is not None:  # writing on would fill an unlinked file, lost at close
+        raise IndexReplaced(f"the index file {ws.config.index_display} {gone} while the server had it open")
     result = ws.store.scan(ws.config, progress, paths=sorted(paths) if paths is not None else None,
                            lock_wait=SCAN_LOCK_WAIT_SECONDS, pause=pause)
     return result, result.snapshot, result.snapshot.search_complete
