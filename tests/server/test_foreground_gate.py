@@ -16,7 +16,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from server.features import diagnostics, navigation
+from server.features import diagnostics, navigation, workspace
 from server.session import OUTPUT_MARGIN_SECONDS, Foreground, output_margin
 from tests.support.inprocess import in_process
 from tests.support.workspace import build_workspace, sha256
@@ -48,6 +48,11 @@ class Loop:
 
     def go(self) -> None:
         self._go.set()
+
+
+async def hold_until_set(release: asyncio.Event) -> None:
+    """A foreground job held from outside (``Foreground.hold(task)``) until ``release`` is set."""
+    await release.wait()
 
 
 async def hold_until(gate: Foreground, release: asyncio.Event, held: asyncio.Event) -> None:
@@ -275,24 +280,43 @@ async def test_a_running_evidence_refresh_publishes_nothing_while_a_foreground_j
         session, recorder = here.session, here.recorder
         session.foreground.max_wait = FAR  # this test holds the gate: no bound may end the wait
 
-        def published() -> int:
-            return len({p.uri for p in recorder.publications if p.diagnostics} & uris)
+        def published(after: int = 0) -> int:
+            return len({p.uri for p in recorder.publications[after:] if p.diagnostics} & uris)
 
-        await recorder.wait_until(lambda: published() > 0, "the refresh's first chunk")
+        # the start-up refresh may still run or be over: wait for all of it, then start a new
+        # refresh of every file (each one's value changes) and catch it in the middle
+        await recorder.wait_until(lambda: published() == CONFLICTING, "the start-up refresh")
+        for n in range(CONFLICTING):
+            (root / "evidence" / "价目" / f"{n:03d}.md").write_bytes(conflicting(n).replace("元𠮷", "元整𠮷").encode())
+        mark = len(recorder.publications)
         release, held = asyncio.Event(), asyncio.Event()
-        job = asyncio.create_task(hold_until(session.foreground, release, held))
+        job = asyncio.create_task(hold_until_set(release))
+
+        def hold_at_first_publication() -> bool:
+            # runs inside the publication's send (on the loop, in the refresh's chunk loop): the
+            # job holds the gate before the refresh reaches its next boundary, deterministically
+            if published(mark) == 0:
+                return False
+            session.foreground.hold(job)
+            held.set()
+            return True
+
+        waiting_for_first = asyncio.ensure_future(
+            recorder.wait_until(hold_at_first_publication, "the new refresh's first chunk"))
+        workspace.request_reindex(session, {f"价目/{n:03d}.md" for n in range(CONFLICTING)})
+        await waiting_for_first
         await held.wait()
-        # the refresh reaches its next boundary (the next file or chunk) and waits there
+        # the refresh reaches its next boundary (the next chunk or file) and waits there
         await recorder.wait_until(lambda: session.foreground.waiting > 0, "the refresh to pause", poll=0.01)
-        before = published()
-        assert before < CONFLICTING
+        before = published(mark)
+        assert 0 < before < CONFLICTING
         # a real hover-sized piece of foreground work runs meanwhile: nothing is published
         view = session.current_view()
         assert view is not None
         record = await session.readers.run(view.snapshot.record_for_path, "价目/000.md")
         assert record is not None and record.doc_id == "价目-000"
-        assert published() == before and session.foreground.waiting > 0
+        assert published(mark) == before and session.foreground.waiting > 0
         release.set()
         await job
-        await recorder.wait_until(lambda: published() == CONFLICTING, "the rest of the refresh")
+        await recorder.wait_until(lambda: published(mark) == CONFLICTING, "the rest of the refresh")
         assert session.foreground.forced == 0
