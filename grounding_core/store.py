@@ -358,7 +358,9 @@ class Store:
         count = self.event_count()
         if at is not None:
             if at < 0 or at > count:
-                raise ValueError(f"--at {at}: the event log holds {count} events (use 0..{count})")
+                events = f"{count} event" + ("" if count == 1 else "s")
+                why = "a state is named by how many events it holds" if at < 0 else f"the event log holds {events}"
+                raise ValueError(f"--at {at}: {why} (use 0..{count})")
             if at != count:
                 return SqlSnapshot(self, at)
         with self._latest_lock:
