@@ -8,6 +8,7 @@ U+2028; the citation helpers compute hashes from the raw bytes written.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -190,7 +191,7 @@ def test_cold_index_reads_every_new_document_once(make_workspace: MakeWorkspace,
 
 
 def test_cold_index_resolves_doc_ids_like_a_scan_that_keeps_every_document(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store_location: Callable[[Path, str], str]) -> None:
     """The same folder indexed with a cache that holds every document and with one that holds
     none: the same versions, findings and log (up to the order of different doc_ids' events).
     """
@@ -199,6 +200,7 @@ def test_cold_index_resolves_doc_ids_like_a_scan_that_keeps_every_document(
         monkeypatch.setattr(store_module, "FRESH_CHARS", chars)
         root = tmp_path / f"ws{n}"
         write_files(root, _cold_corpus())
+        monkeypatch.setenv("GROUNDING_INDEX", store_location(root, "index"))  # a fresh index each
         ws = Workspace.open(root)
         try:
             result = ws.scan()
