@@ -85,13 +85,6 @@ PAUSE_FILES = 64
 """Stat keys a scan compares between two calls of its ``pause`` hook (it also pauses before
 each file it reads)."""
 
-SCAN_CACHED_IMPORTS = 256
-"""Documents a scan puts into the store's document cache (:attr:`Store.documents`): those of
-its first imports, which the next checks are likely to cite (an edited file). A cold index or a
-checkout of thousands of files would only churn the cache, and every cached document (its lines
-and field lines) is walked by each full collection of the cyclic GC: caching all of them cost
-2.3 s of a 10,000-file cold index in GC and 100 MiB of peak RSS (BENCHMARKS.md)."""
-
 FRESH_CHARS = 4_000_000
 """Code points of parsed documents a scan keeps between reading and importing them (beyond,
 they are read again when imported, :attr:`ScanResult.read_again`): only the documents that
@@ -833,8 +826,6 @@ class _Scan:
         """doc_ids of the indexable files read so far (small facts, not documents)."""
         self.empty = False
         """The index held no file rows and no versions when this scan began (a cold index)."""
-        self.cached = 0
-        """Imported documents this scan put into the store's document cache."""
         self.fronts: dict[str, tuple[str, int | None, int]] = {}
         """Per fresh path: (doc_id, declared version, line of the ``version`` key)."""
         self._by_doc: dict[str, list[FileRow]] | None = None
@@ -929,8 +920,7 @@ class _Scan:
         assert self.deriver is not None
         (event,) = self.store._append(self.conn, [pending])
         self.deriver.apply(event, doc)
-        if doc is not None and self.cached < SCAN_CACHED_IMPORTS:
-            self.cached += 1
+        if doc is not None:
             self.store.documents.put(event.seq, doc)
         # the text is in the log; a scan result does not keep a corpus-sized copy of it
         self.result.events.append(replace(event, text=""))
