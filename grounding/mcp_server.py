@@ -45,6 +45,8 @@ from .api import IndexView, Verifier, citation_model
 from .models import Citation, LinesUnit, Report, Skipped, TextUnit
 
 WAIT_SECONDS = 120.0
+MAX_NUMBER = 2**31 - 1
+"""The largest line, version or region number the tools take (the schema says so; no document has more)."""
 """How long ``wait_for_index`` (and the very first open of the index) may wait."""
 SCAN_GATE_ENV = "GROUNDING_MCP_SCAN_GATE"
 """Tests only: a FIFO path; the background scan blocks on it before reading its first file."""
@@ -273,15 +275,17 @@ def build_server(root: Path, overrides: dict[str, Any] | None = None, today: dt.
     @server.tool(title="Cite an evidence line")
     def cite(
         doc_id: Annotated[str | None, Field(description="the document's doc_id")] = None,
-        line: Annotated[int | None, Field(description="1-based line, front matter included", ge=1)] = None,
-        version: Annotated[int | None, Field(description="the version (default: the active one)", ge=1)] = None,
+        line: Annotated[int | None, Field(description="1-based line, front matter included", ge=1,
+                                          le=MAX_NUMBER)] = None,
+        version: Annotated[int | None, Field(description="the version (default: the active one)", ge=1,
+                                             le=MAX_NUMBER)] = None,
         path: Annotated[str | None, Field(
             description="an evidence file (relative to the workspace root), instead of doc_id")] = None,
         search: Annotated[str | None, Field(
             description="text the line contains (within doc_id, or across all active documents)")] = None,
         region: Annotated[int | None, Field(
             description="an image region's number N (the rN of DOC_ID@VERSION#rN), with doc_id, instead"
-                        " of line", ge=1)] = None,
+                        " of line", ge=1, le=MAX_NUMBER)] = None,
         limit: Annotated[int, Field(ge=1, le=200)] = 20,
         today: Today = None,
         wait_for_index: Wait = False,

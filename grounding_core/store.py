@@ -79,14 +79,16 @@ _OPEN_ERRORS: tuple[type[BaseException], ...] = (OSError, sqlite3.Error)
 """What opening an SQLite file may raise (a PostgreSQL backend raises BackendError)."""
 
 FTS_BATCH = 200
+"""Contents per FTS transaction (a crash loses at most one batch, redone later)."""
+
 PAUSE_FILES = 64
 """Stat keys a scan compares between two calls of its ``pause`` hook (it also pauses before
 each file it reads)."""
 
 FRESH_CHARS = 4_000_000
-"""Code points of documents a scan keeps between reading and importing them (beyond, they
-are read again when imported)."""
-"""Contents per FTS transaction (a crash loses at most one batch, redone later)."""
+"""Code points of parsed documents a scan keeps between reading and importing them (beyond,
+they are read again when imported, :attr:`ScanResult.read_again`): only the documents that
+wait for the end of the scan (:meth:`_Scan._import_now` imports the others as read)."""
 
 FTS_FORM = "nfkc"
 """The form of the text in full-text rows (``meta.fts_form``): lines after Unicode NFKC. An
@@ -147,6 +149,12 @@ class ScanResult:
       (this process is a reader: nothing was read or appended, ``evidence`` is the writer's).
     - ``measured``: images measured (SPEC §12). A PNG re-read whose sha256 the index measured
       before (any path, any earlier scan) is not measured again: its cached measurement is used.
+    - ``read_again``: files read a second time by this scan to import them (their parsed
+      document had left the scan's bounded cache, :data:`FRESH_CHARS`). The first file of a
+      doc_id the index did not hold before is imported right after it is read, so a cold index
+      reads every file once; only later files of a doc_id (archives, duplicates), files of
+      doc_ids the index already held, and files read while an earlier path still waited to
+      settle are imported at the end, and may be read again.
     """
 
     snapshot: IndexSnapshot
@@ -159,6 +167,7 @@ class ScanResult:
     full: bool = True
     writer: str | None = None
     measured: int = 0
+    read_again: int = 0
 
     @property
     def state(self) -> IndexSnapshot:
@@ -358,7 +367,9 @@ class Store:
         count = self.event_count()
         if at is not None:
             if at < 0 or at > count:
-                raise ValueError(f"--at {at}: the event log holds {count} events (use 0..{count})")
+                events = f"{count} event" + ("" if count == 1 else "s")
+                why = "a state is named by how many events it holds" if at < 0 else f"the event log holds {events}"
+                raise ValueError(f"--at {at}: {why} (use 0..{count})")
             if at != count:
                 return SqlSnapshot(self, at)
         with self._latest_lock:
@@ -807,8 +818,16 @@ class _Scan:
         self.same: set[str] = set()
         """Paths whose row did not change (kept in ``old``, not copied into ``rows``)."""
         self.fresh = DocumentCache(FRESH_CHARS)
-        """Documents parsed by this scan's reads, by path (bounded: a cold index of 30,000
-        files re-reads the ones that fell out when it imports them)."""
+        """Documents parsed by this scan's reads and imported only at its end, by path
+        (bounded: the ones that fell out are read again when imported). Documents imported
+        right after their read (:meth:`_import_now`) are never kept here."""
+        self.deriver: Deriver | None = None
+        self.imported: set[str] = set()
+        """Paths imported right after their read (:meth:`_import_now`)."""
+        self.seen: set[str] = set()
+        """doc_ids of the indexable files read so far (small facts, not documents)."""
+        self.empty = False
+        """The index held no file rows and no versions when this scan began (a cold index)."""
         self.fronts: dict[str, tuple[str, int | None, int]] = {}
         """Per fresh path: (doc_id, declared version, line of the ``version`` key)."""
         self._by_doc: dict[str, list[FileRow]] | None = None
@@ -831,8 +850,11 @@ class _Scan:
                                               (prefix, upper)).fetchall())
         self.old = _OldRows({r[0]: r for r in rows}, self.conn)
 
-    def _read(self, rel: str, candidate: scanning.Candidate) -> None:
-        """Read one changed file into ``self.rows`` / ``self.fresh`` (or report it)."""
+    def _read(self, rel: str, candidate: scanning.Candidate, settled: bool = False) -> None:
+        """Read one changed file into ``self.rows`` and import it now (:meth:`_import_now`) or
+        keep its document in ``self.fresh`` for the end of the scan (or report it).
+        ``settled``: every candidate path before ``rel`` was read or set aside already.
+        """
         self.rows.pop(rel, None)
         self.fresh.discard(rel)
         self.fronts.pop(rel, None)
@@ -858,10 +880,52 @@ class _Scan:
         row, doc = self._parse(rel, data, key)
         self.rows[rel] = row
         if doc is not None:
-            self.fresh.put(rel, doc)
             line = next((i + 1 for i in range(1, max(doc.front.end_line - 1, 1))
                          if doc.lines[i].startswith("version")), 1)
             self.fronts[rel] = (doc.doc_id, doc.front.version, line)
+            first = settled and doc.doc_id not in self.seen and self._unknown(doc.doc_id)
+            self.seen.add(doc.doc_id)
+            if first:
+                self._import_now(rel, row, doc)
+            else:
+                self.fresh.put(rel, doc)
+
+    def _unknown(self, doc_id: str) -> bool:
+        """The index held no version and no file row of ``doc_id`` before this scan (file
+        rows are written at the scan's end, versions of new doc_ids only by
+        :meth:`_import_now`, which this scan calls once per doc_id).
+        """
+        if self.empty:
+            return True
+        if self.conn.execute("SELECT 1 FROM files WHERE doc_id = ? LIMIT 1", (doc_id,)).fetchone() is not None:
+            return False
+        return self.conn.execute("SELECT 1 FROM versions WHERE doc_id = ? LIMIT 1", (doc_id,)).fetchone() is None
+
+    def _import_now(self, rel: str, row: FileRow, doc: EvidenceDocument) -> None:
+        """Import ``doc`` right after its read, before the other files are read: the first
+        file (in path order) of a doc_id the index does not know yet, every earlier candidate
+        path already read, so SPEC §3's duplicate rule (:func:`scan.choose`: the first path of
+        a group is always indexed, whatever the later files declare) picks it, and the events
+        are those :meth:`_reconcile` would append (the version it declares, else version 1;
+        no earlier version to compare with). Memory stays bounded without reading it twice.
+        """
+        self.imported.add(rel)
+        declared = row.declared_version
+        self._emit(Event(0, "import", doc.doc_id, declared if declared is not None else 1, doc.sha256, rel,
+                         doc.text, declared is not None), doc)
+        if doc.front.status == "revoked":
+            self._emit(Event(0, "revoke", doc.doc_id, declared if declared is not None else 1,
+                             reason="status: revoked"), None)
+
+    def _emit(self, pending: Event, doc: EvidenceDocument | None) -> None:
+        """Append one event and derive its rows (the scan's transaction)."""
+        assert self.deriver is not None
+        (event,) = self.store._append(self.conn, [pending])
+        self.deriver.apply(event, doc)
+        if doc is not None:
+            self.store.documents.put(event.seq, doc)
+        # the text is in the log; a scan result does not keep a corpus-sized copy of it
+        self.result.events.append(replace(event, text=""))
 
     def _parse(self, rel: str, data: bytes, key: StatKey) -> tuple[FileRow, EvidenceDocument | None]:
         sha = scanning.sha256_hex(data)
@@ -941,11 +1005,11 @@ class _Scan:
         waiting: dict[str, scanning.Candidate] = {}
         done = 0
 
-        def read(rel: str, candidate: scanning.Candidate) -> None:
+        def read(rel: str, candidate: scanning.Candidate, settled: bool) -> None:
             nonlocal done
             if self.pause is not None:
                 self.pause()
-            self._read(rel, candidate)
+            self._read(rel, candidate, settled)
             done += 1
             if self.progress is not None:
                 self.progress(done, len(todo), rel)
@@ -963,7 +1027,7 @@ class _Scan:
             elif candidate.key.fresh(now) and not candidate.key.coarse:
                 waiting[rel] = candidate
             else:
-                read(rel, candidate)
+                read(rel, candidate, not waiting)  # (every path waiting is before rel)
         deadline = time.monotonic() + self.settle
         while waiting:
             wait = min(max(c.key.settles_at() for c in waiting.values()) - scanning.now_ns(),
@@ -973,6 +1037,7 @@ class _Scan:
                     break
                 time.sleep(wait / 1e9)
             now = scanning.now_ns()
+            settled = True  # no path before this one waits any longer (read, gone or unchanged)
             for rel, candidate in sorted(waiting.items()):
                 try:
                     key = StatKey.of(os.stat(candidate.path))
@@ -985,12 +1050,13 @@ class _Scan:
                     key = candidate.key
                 if key != candidate.key or key.fresh(now):
                     waiting[rel] = scanning.Candidate(candidate.path, key)  # changed again: wait
+                    settled = False
                     continue
                 del waiting[rel]
                 if self.old.matches(rel, key):
                     self.same.add(rel)
                     continue
-                read(rel, scanning.Candidate(candidate.path, key))
+                read(rel, scanning.Candidate(candidate.path, key), settled)
         for rel in sorted(waiting):
             self.result.unstable.append(rel)
             if rel in self.old:
@@ -1042,6 +1108,11 @@ class _Scan:
 
     def run(self) -> ScanResult:
         self._load_rows()
+        full = self.conn.execute("SELECT value FROM meta WHERE key = 'full_reconcile'").fetchone()
+        view = _WriterView(self.store, self.conn)  # the index before this scan's events
+        self.deriver = deriver = Deriver(self.conn, self.store.backend, self.settings)
+        self.empty = not self.old and self.conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None \
+            and self.conn.execute("SELECT 1 FROM versions LIMIT 1").fetchone() is None
         self._read_changed()
         removed = [p for p in self.old if p not in self.rows and p not in self.same]
         if not self.listing.full:
@@ -1053,13 +1124,11 @@ class _Scan:
             for row in (self.old.get(path), self.rows.get(path)):
                 if row is not None and row.doc_id is not None:
                     affected.add(row.doc_id)
-        full = self.conn.execute("SELECT value FROM meta WHERE key = 'full_reconcile'").fetchone()
         if full is not None:
             affected.update(str(r[0]) for r in self.conn.execute("SELECT DISTINCT doc_id FROM versions").fetchall())
             affected.update(r.doc_id for r in self.rows.values() if r.doc_id is not None)
             affected.update(str(r[0]) for r in self.conn.execute(
                 "SELECT DISTINCT doc_id FROM files WHERE doc_id IS NOT NULL").fetchall())
-        view = _WriterView(self.store, self.conn)
         self._refuse_lowered_versions(view, affected)
         groups = {d: self._group(d) for d in sorted(affected)}
         chosen: dict[tuple[str, int | None], str] = {}
@@ -1069,14 +1138,10 @@ class _Scan:
             chosen.update({(doc_id, v): p for v, p in picked.items()})
             for path, fs in dups.items():
                 group_findings.setdefault(path, []).extend(fs)
-        deriver = Deriver(self.conn, self.store.backend, self.settings)
+        if not self.imported <= set(chosen.values()):  # cannot happen (_import_now): never log a wrong import
+            raise RuntimeError(f"imported while read but not chosen: {sorted(self.imported - set(chosen.values()))}")
         for pending, doc in self._reconcile(view, chosen, affected):
-            (event,) = self.store._append(self.conn, [pending])
-            deriver.apply(event, doc)
-            if doc is not None:
-                self.store.documents.put(event.seq, doc)
-            # the text is in the log; a scan result does not keep a corpus-sized copy of it
-            self.result.events.append(replace(event, text=""))
+            self._emit(pending, doc)
         deriver.flush()
         after = _WriterView(self.store, self.conn)
         for (doc_id, declared), rel in chosen.items():
@@ -1136,10 +1201,14 @@ class _Scan:
         """The events that make the affected doc_ids match their chosen files (SPEC §3), each
         with the document an import brings, decided against ``view`` (the index before the
         scan, which the events appended meanwhile do not change). A generator: the caller
-        appends and derives each event before the next text is read (bounded memory).
+        appends and derives each event before the next text is read (bounded memory). Paths
+        imported right after their read (:meth:`_import_now`) are not imported again.
         """
         targeted: set[tuple[str, int]] = set()
         for (doc_id, declared), rel in sorted(chosen.items(), key=lambda kv: kv[1]):
+            if rel in self.imported:
+                targeted.add((doc_id, declared if declared is not None else 1))
+                continue
             row = self.rows.get(rel) or next(r for r in self._group(doc_id) if r.path == rel)
             if declared is not None:
                 version = declared
@@ -1180,6 +1249,7 @@ class _Scan:
     def _reread(self, rel: str, row: FileRow) -> EvidenceDocument | None:
         """An unchanged file's document, read again (a version to re-import)."""
         path = self.config.evidence_root / rel
+        self.result.read_again += 1
         try:
             data, _key = scanning.read_stable(path)
         except (OSError, Unstable):

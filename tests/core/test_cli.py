@@ -187,10 +187,11 @@ def test_evidence_errors_alone_exit_one(capsys: pytest.CaptureFixture[str], root
     ('evidence = 3\n', ["--root", "{root}"], "evidence must be a non-empty string"),
     ('evidence_globs = ["!*.md"]\n', ["--root", "{root}"], "negation"),
     ("strict = [\n", ["--root", "{root}"], "grounding.toml"),
-    (None, ["--root", "{root}", "--at", "99"], "--at 99: the event log holds 1 events"),
+    (None, ["--root", "{root}", "--at", "99"], "--at 99: the event log holds 1 event (use 0..1)"),
+    (None, ["--root", "{root}", "--at", "-1"], "--at -1: a state is named by how many events it holds (use 0..1)"),
     (None, ["--root", "{root}", "--evidence", "nowhere"], "does not exist"),
     (None, ["--root", "{root}", "answers/none.md"], "no such file"),
-], ids=["missing-root", "unknown-key", "bad-type", "negation", "toml-syntax", "at-beyond-log",
+], ids=["missing-root", "unknown-key", "bad-type", "negation", "toml-syntax", "at-beyond-log", "at-negative",
         "missing-evidence", "missing-draft"])
 def test_usage_and_configuration_errors_exit_two(
         capsys: pytest.CaptureFixture[str], root: Path, setup: str | None, argv: list[str],

@@ -8,10 +8,13 @@ U+2028; the citation helpers compute hashes from the raw bytes written.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from support import MakeWorkspace, check, errors, names, only, pos, sha256, write_files
 
+from grounding_core import store as store_module
 from grounding_core.evidence import EvidenceError, parse_evidence
 from grounding_core.fixes import apply_edits
 from grounding_core.model import Severity, Status
@@ -146,6 +149,90 @@ def test_rescan_rereads_only_the_changed_file(make_workspace: MakeWorkspace) -> 
     assert second.changed == ["d3.md"]
     assert second.hashed_bytes == len("- 编号：三十三\r\n".encode())
     assert [(e.kind, e.doc_id, e.version) for e in second.events] == [("import", "d3", 2)]
+
+
+def _cold_corpus() -> dict[str, str | bytes]:
+    """Thirty documents (CJK, emoji, CRLF), an archive before its newer file, and an undeclared
+    file before a declared duplicate of its doc_id.
+    """
+    files: dict[str, str | bytes] = {
+        f"evidence/d{i:02}.md": f"---\r\ndoc_id: 文档-{i}\r\n---\r\n- 编号：{i} 𠮷🎉\r\n- 地点：{i}楼\r\n"
+        for i in range(30)}
+    files["evidence/archive/notice-v1.md"] = "---\ndoc_id: 通知\nversion: 1\n---\n- 报名：线上\n"
+    files["evidence/notice.md"] = "---\ndoc_id: 通知\nversion: 2\n---\n- 报名：线下 🎉\n"
+    files["evidence/a-dup.md"] = "---\ndoc_id: 重复\n---\n- 时间：周一\n"
+    files["evidence/z-dup.md"] = "---\ndoc_id: 重复\nversion: 3\n---\n- 时间：周二\n"
+    return files
+
+
+def test_cold_index_reads_every_new_document_once(make_workspace: MakeWorkspace,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # a scan cache far smaller than one document: nothing read can wait in it for the import
+    monkeypatch.setattr(store_module, "FRESH_CHARS", 8)
+    files = _cold_corpus()
+    ws = make_workspace(files, scan=False)
+    cold = ws.scan()
+    assert cold.hashed_bytes == sum(len(str(t).encode()) for t in files.values())
+    assert len(cold.changed) == len(files)
+    # only the later file of a doc_id seen earlier in the scan is imported at the end (read again)
+    assert cold.read_again == 1
+    state = cold.snapshot
+    assert {v: (r.path, r.revoked) for v, r in state.versions("通知").items()} == {
+        1: ("archive/notice-v1.md", False), 2: ("notice.md", False)}
+    assert state.newest("通知").path == "notice.md"  # type: ignore[union-attr]
+    assert {v: r.path for v, r in state.versions("重复").items()} == {1: "a-dup.md"}
+    assert names(cold.evidence["a-dup.md"]) == names(cold.evidence["z-dup.md"]) == ["duplicate-doc-id"]
+    assert "this file is indexed" in cold.evidence["a-dup.md"][0].message
+    assert [r.path for r in state.versions("文档-7").values()] == ["d07.md"]
+    imports = [e for e in cold.events if e.kind == "import"]
+    assert len(imports) == 33 and len({(e.doc_id, e.version) for e in imports}) == 33
+    # per doc_id the imports keep path order (the archive's version before the newer file's)
+    assert [e.path for e in imports if e.doc_id == "通知"] == ["archive/notice-v1.md", "notice.md"]
+
+
+def test_cold_index_resolves_doc_ids_like_a_scan_that_keeps_every_document(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store_location: Callable[[Path, str], str]) -> None:
+    """The same folder indexed with a cache that holds every document and with one that holds
+    none: the same versions, findings and log (up to the order of different doc_ids' events).
+    """
+    states = []
+    for n, chars in enumerate((10_000_000, 8)):
+        monkeypatch.setattr(store_module, "FRESH_CHARS", chars)
+        root = tmp_path / f"ws{n}"
+        write_files(root, _cold_corpus())
+        monkeypatch.setenv("GROUNDING_INDEX", store_location(root, "index"))  # a fresh index each
+        ws = Workspace.open(root)
+        try:
+            result = ws.scan()
+            state = result.snapshot
+            by_doc: dict[str, list[tuple[str, int, str]]] = {}
+            for e in result.events:
+                by_doc.setdefault(e.doc_id, []).append((e.kind, e.version, e.path))
+            states.append((snapshot(state), by_doc,
+                           {p: [(f.name, f.message) for f in fs] for p, fs in result.evidence.items()}))
+        finally:
+            ws.store.close()
+    assert states[0] == states[1]
+
+
+def test_new_documents_in_a_rescan_are_read_once(make_workspace: MakeWorkspace,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_module, "FRESH_CHARS", 8)  # holds one document
+    ws = make_workspace({"evidence/a-old.md": "---\ndoc_id: 旧\n---\n- 地点：二楼\n",
+                         "evidence/b-old.md": "- 地点：一楼\n"})
+    write_files(ws.config.root, {
+        "evidence/a-old.md": "---\ndoc_id: 旧\n---\n- 地点：五楼\n",
+        "evidence/b-old.md": "- 地点：六楼 𠮷\r\n",
+        "evidence/new-a.md": "---\ndoc_id: 新\n---\n- 地点：三楼 🎉\r\n",
+        "evidence/new-b.md": "---\ndoc_id: 另一个\n---\n- 地点：四楼\n"})
+    again = ws.scan()
+    assert sorted(again.changed) == ["a-old.md", "b-old.md", "new-a.md", "new-b.md"]
+    # the new doc_ids are imported as read; the known ones' new contents are decided at the
+    # end against their stored versions, and the first of them no longer fits the cache
+    assert again.read_again == 1
+    assert sorted((e.kind, e.doc_id, e.version) for e in again.events) == [
+        ("import", "b-old", 2), ("import", "另一个", 1), ("import", "新", 1), ("import", "旧", 2)]
+    assert again.snapshot.newest("旧").path == "a-old.md"  # type: ignore[union-attr]
 
 
 def test_rescan_of_untouched_evidence_reads_nothing_and_appends_nothing(

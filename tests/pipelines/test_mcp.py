@@ -259,10 +259,12 @@ async def test_cite_takes_an_image_region_by_doc_id_and_region_number(tmp_path: 
         missing = await call(client, "cite", {"doc_id": "面板🎉", "region": 3})
         text_doc = await call(client, "cite", {"doc_id": "schedule", "region": 1})
         with_line = await call(client, "cite", {"doc_id": "面板🎉", "region": 1, "line": 2})
+        huge = await call(client, "cite", {"doc_id": "schedule", "line": 2**63})
     (colour,) = region["citations"]
     assert colour["claim"]["id"] == "面板🎉@1#r2" and colour["claim"]["quote"] == "颜色：蓝色"
     assert colour["footnote"].endswith('"颜色：蓝色"')
     assert {c["claim"]["region"] for c in versioned["citations"]} == {"r1"} and len(versioned["citations"]) == 5
     for result, text in ((missing, "there is no r3"), (text_doc, "is a text document, not an image"),
-                         (with_line, "invalid-argument: region goes with doc_id")):
+                         (with_line, "invalid-argument: region goes with doc_id"),
+                         (huge, "less than or equal to 2147483647")):
         assert result.is_error and text in result.content[0].text, result.content[0].text
