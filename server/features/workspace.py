@@ -474,20 +474,30 @@ def _retry_busy(session: Session, paths: set[str] | None, reason: str) -> None:
     index's write lock; meanwhile open drafts are checked against its last commit. Says so
     once per busy spell (``window/showMessage``).
     """
-    delay = session.feature_state.get(_BUSY)
+    _retry_later(session, paths, _BUSY, BUSY_RETRY_SECONDS, types.MessageType.Info,
+                 f"Grounding: {reason}; checking against the index as last committed and indexing again"
+                 " once it is free.", "index busy; scanning again in %.1f s: %s", reason)
+
+
+def _retry_later(session: Session, paths: set[str] | None, state: str, bounds: tuple[float, float],
+                 kind: types.MessageType, message: str, log: str, reason: str) -> None:
+    """Request a scan of ``paths`` after a back-off kept in ``session.feature_state[state]``
+    (``bounds``: the first delay and the most, in seconds, doubling), showing ``message`` once
+    per spell (the spell ends when a scan succeeds: ``_scan`` pops ``state``) and logging
+    ``log`` (``%.1f`` for the delay, ``%s`` for ``reason``) each time.
+    """
+    delay = session.feature_state.get(state)
     if delay is None:
-        delay = BUSY_RETRY_SECONDS[0]
-        session.client.show_message(types.MessageType.Info, (
-            f"Grounding: {reason}; checking against the index as last committed and indexing again"
-            " once it is free."))
-    session.feature_state[_BUSY] = min(delay * 2, BUSY_RETRY_SECONDS[1])
-    logger.info("index busy; scanning again in %.1f s", delay)
+        delay = bounds[0]
+        session.client.show_message(kind, message)
+    session.feature_state[state] = min(delay * 2, bounds[1])
+    logger.log(logging.WARNING if kind == types.MessageType.Error else logging.INFO, log, delay, reason)
 
     async def later() -> None:
         await asyncio.sleep(delay)
         request_reindex(session, paths)
 
-    session.tasks.start(_BUSY + ":retry", later(), replace=False)
+    session.tasks.start(state + ":retry", later(), replace=False)
 
 
 class IndexReplaced(RuntimeError):
@@ -501,20 +511,10 @@ def _retry_unwritable(session: Session, paths: set[str] | None, reason: str) -> 
     (a full disk: the scan rolled back); meanwhile open drafts are checked against its last
     commit. Says so once per spell (``window/showMessage``, an error: the user must act).
     """
-    delay = session.feature_state.get(_UNWRITABLE)
-    if delay is None:
-        delay = UNWRITABLE_RETRY_SECONDS[0]
-        session.client.show_message(types.MessageType.Error, (
-            f"Grounding: {reason}. Checking against the index as last committed; indexing again"
-            " at the next evidence change, and every few minutes."))
-    session.feature_state[_UNWRITABLE] = min(delay * 2, UNWRITABLE_RETRY_SECONDS[1])
-    logger.warning("index unwritable; scanning again in %.1f s: %s", delay, reason)
-
-    async def later() -> None:
-        await asyncio.sleep(delay)
-        request_reindex(session, paths)
-
-    session.tasks.start(_UNWRITABLE + ":retry", later(), replace=False)
+    _retry_later(session, paths, _UNWRITABLE, UNWRITABLE_RETRY_SECONDS, types.MessageType.Error,
+                 f"Grounding: {reason}. Checking against the index as last committed; indexing again"
+                 " at the next evidence change, and every few minutes.",
+                 "index unwritable; scanning again in %.1f s: %s", reason)
 
 
 async def _build_full_text(session: Session) -> None:
