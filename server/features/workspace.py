@@ -83,6 +83,9 @@ _FTS = "workspace:full-text"
 _BUSY = "workspace:index-busy"
 _NO_EVIDENCE = "workspace:no-evidence-folder"
 _UNWRITABLE = "workspace:index-unwritable"
+_CONFIG_KEPT = "workspace:config-kept"
+"""Set while a broken ``grounding.toml`` keeps the last good configuration in effect; the
+next good load says so once."""
 UNWRITABLE_RETRY_SECONDS = (5.0, 300.0)
 """First and longest pause before retrying a scan that could not write the index (doubling)."""
 SCAN_LOCK_WAIT_SECONDS = 2.0
@@ -271,6 +274,11 @@ async def apply_settings(session: Session, settings: dict[str, Any], rescan: boo
     old = session.workspace
     config, message = await session.readers.run(load_settings, session.root, settings,
                                                 old.config if old is not None else None)
+    if message is not None and old is not None and config is old.config:
+        session.feature_state[_CONFIG_KEPT] = True  # a broken grounding.toml: the last good one stays
+    elif session.feature_state.pop(_CONFIG_KEPT, None) and message is None:
+        session.client.show_message(types.MessageType.Info,
+                                    "Grounding: grounding.toml is valid again; its settings are in effect.")
     if (not reopen and old is not None and _same(old.config, config, STORE_KEYS)
             and old.config.index_path == config.index_path):
         if old.config == config:

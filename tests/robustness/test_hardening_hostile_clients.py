@@ -137,6 +137,12 @@ async def test_a_half_typed_grounding_toml_keeps_the_configuration_in_effect(tmp
         said = _said(client)
         assert not [m for m in said if "does not exist" in m or "default configuration" in m], said
         assert not (ws / "evidence").exists()
-        toml.write_text(valid, encoding="utf-8")
+        mark = len(client.recorder.messages)
+        toml.write_text(valid, encoding="utf-8")  # fixed: said once, and in effect
+        client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
+            [types.FileEvent(toml.as_uri(), types.FileChangeType.Changed)]))
+        await client.recorder.wait_until(
+            lambda: any("grounding.toml is valid again" in m.message for m in client.recorder.messages[mark:]),
+            "the message that grounding.toml is valid again", WAIT)
     finally:
         assert await harness.stop(client) == 0
