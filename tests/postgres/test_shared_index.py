@@ -444,9 +444,20 @@ def test_postgresql_search_returns_the_same_ranked_candidates_as_fts5(pg_url: st
                 assert [h.rank for h in b] == pytest.approx([h.rank for h in a], rel=1e-12), (query, any_term)
                 compared += len(a)
         assert compared > 100
-        for n in range(lite.event_count() + 1):  # any replay(n)
+        # any replay(n) at which both logs hold the same events: every n when the two scans
+        # appended in the same order, at least each scan's end (within one scan, doc_ids whose
+        # file was still settling are imported after the others, so the order of different
+        # doc_ids may differ between two scans of one folder; docs/decisions.md, Index §4)
+        def kinds(store: Store) -> list[tuple[str, str, int]]:
+            return [(str(e.kind), e.doc_id, e.version) for e in store.events()]
+
+        a_log, b_log = kinds(lite), kinds(shared)
+        assert sorted(a_log) == sorted(b_log)
+        same = [n for n in range(len(a_log) + 1) if sorted(a_log[:n]) == sorted(b_log[:n])]
+        assert len(same) >= 3 and same[-1] == len(a_log)
+        for n in same:
             assert [(h.doc_id, h.line) for h in lite.snapshot(at=n).search("报名")] == \
-                [(h.doc_id, h.line) for h in shared.snapshot(at=n).search("报名")]
+                [(h.doc_id, h.line) for h in shared.snapshot(at=n).search("报名")], n
     finally:
         lite.close()
         shared.close()
