@@ -47,7 +47,6 @@ tables live in ``grounding_core.memory_store``.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import re
@@ -554,6 +553,8 @@ def check_memory_claim(claim: Claim, source: MemorySource, units: Sequence[Memor
 
     versions = source.memory_versions(ref.scope, ref.key)
     if not versions:
+        import difflib  # only for this hint: a check citing no unknown memory never loads it
+
         keys = source.memory_keys(ref.scope, limit=500)
         if not keys:
             close = difflib.get_close_matches(ref.scope, source.memory_scopes(ref.scope[:1], limit=500), n=1,

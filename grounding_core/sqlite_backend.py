@@ -63,10 +63,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -268,6 +266,8 @@ class SqliteBackend:
         self.location = path
         self._temp_dir: str | None = None
         if path == ":memory:":
+            import tempfile  # an in-memory index only (its module costs a check's start-up ~5 ms)
+
             self._temp_dir = tempfile.mkdtemp(prefix="grounding-index-")
             path = os.path.join(self._temp_dir, "index.sqlite")
         else:
@@ -341,6 +341,8 @@ class SqliteBackend:
         self.writer.close()
         self._local = threading.local()
         if self._temp_dir is not None:
+            import shutil
+
             shutil.rmtree(self._temp_dir, ignore_errors=True)
             self._temp_dir = None
 

@@ -817,6 +817,8 @@ class _Scan:
         self.old = _OldRows({}, conn)
         self.same: set[str] = set()
         """Paths whose row did not change (kept in ``old``, not copied into ``rows``)."""
+        self.noted: list[str] = []
+        """Paths whose stored row has findings (most have none: NULL)."""
         self.fresh = DocumentCache(FRESH_CHARS)
         """Documents parsed by this scan's reads and imported only at its end, by path
         (bounded: the ones that fell out are read again when imported). Documents imported
@@ -849,6 +851,7 @@ class _Scan:
                 rows.extend(self.conn.execute(f"SELECT {cols} FROM files WHERE path >= ? AND path < ?",
                                               (prefix, upper)).fetchall())
         self.old = _OldRows({r[0]: r for r in rows}, self.conn)
+        self.noted = [r[0] for r in rows if r[-1] is not None]  # (findings is the last column)
 
     def _read(self, rel: str, candidate: scanning.Candidate, settled: bool = False) -> None:
         """Read one changed file into ``self.rows`` and import it now (:meth:`_import_now`) or
@@ -1001,9 +1004,20 @@ class _Scan:
 
     def _read_changed(self) -> None:
         """Read every candidate whose stat key changed; fresh files wait to settle (scan.py)."""
-        todo = sorted(self.listing.candidates)
         waiting: dict[str, scanning.Candidate] = {}
-        done = 0
+        candidates, raw, same, pause = self.listing.candidates, self.old.raw, self.same, self.pause
+        todo: list[str] = []  # the paths whose stat key changed (or that are new), read in path order
+        for n, (rel, candidate) in enumerate(candidates.items()):
+            if pause is not None and n % PAUSE_FILES == PAUSE_FILES - 1:
+                pause()
+            stored = raw.get(rel)  # the stat key compared as a tuple (OldRows.matches), no call
+            if stored is not None and stored[1] >= 0 and stored[1:5] == candidate.key:
+                same.add(rel)
+            else:
+                todo.append(rel)
+        todo.sort()
+        done = len(same)
+        total = len(candidates)
 
         def read(rel: str, candidate: scanning.Candidate, settled: bool) -> None:
             nonlocal done
@@ -1012,19 +1026,12 @@ class _Scan:
             self._read(rel, candidate, settled)
             done += 1
             if self.progress is not None:
-                self.progress(done, len(todo), rel)
+                self.progress(done, total, rel)
 
         now = scanning.now_ns()
-        candidates, raw, same, pause = self.listing.candidates, self.old.raw, self.same, self.pause
-        for n, rel in enumerate(todo):
-            if pause is not None and n % PAUSE_FILES == PAUSE_FILES - 1:
-                pause()
+        for rel in todo:
             candidate = candidates[rel]
-            stored = raw.get(rel)  # the stat key compared as a tuple (OldRows.matches), no call
-            if stored is not None and stored[1] >= 0 and stored[1:5] == candidate.key:
-                same.add(rel)
-                done += 1
-            elif candidate.key.fresh(now) and not candidate.key.coarse:
+            if candidate.key.fresh(now) and not candidate.key.coarse:
                 waiting[rel] = candidate
             else:
                 read(rel, candidate, not waiting)  # (every path waiting is before rel)
@@ -1316,16 +1323,15 @@ class _Scan:
         if not self.listing.full:
             paths = {p for p in paths if p in self.listing.candidates or p in self.listing.refused
                      or p in changed_findings}
-        evidence: dict[str, list[Finding]] = {}
-        rows, old_rows, raw = self.rows, self.old, self.old.raw
-        for path in sorted(paths):
-            row = rows.get(path)
-            if row is not None:
+        rows, old_rows = self.rows, self.old
+        # most unchanged rows have no findings (NULL): an empty list each, no call and no JSON
+        evidence: dict[str, list[Finding]] = {path: [] for path in sorted(paths)}
+        for path, row in rows.items():
+            if row.findings and path in evidence:
                 evidence[path] = [finding_of(d) for d in row.findings]
-            else:  # an unchanged row: most have no findings (NULL), so no call and no JSON
-                stored = raw[path]
-                evidence[path] = (old_rows.findings(path) if stored[-1] is not None or len(stored) != STAT_ONLY
-                                  else [])
+        for path in self.noted:
+            if path in self.same and path not in rows and path in evidence:
+                evidence[path] = old_rows.findings(path)
         result.evidence = evidence
         result.findings_changed.sort()
 
