@@ -335,11 +335,19 @@ class SqliteBackend:
         A reader connection may be running a query in another thread right now, and closing
         a connection under a running statement crashes SQLite's Python binding: so the
         readers are only dropped (the thread-local that holds them is replaced) and each is
-        closed by its deallocation, once its last statement has finished.
+        closed by its deallocation, once its last statement has finished. The calling
+        thread's own reader runs nothing while this thread closes, so it is closed here: a
+        connection sits in a reference cycle with its statement cache, so only the cyclic
+        garbage collector would free it (never, in a process that ends without teardown, as
+        the CLI's do: ``grounding.cli.QUICK_EXIT``), and SQLite checkpoints and removes the
+        WAL file when the last connection closes.
         """
         self._closed = True
         self.writer.close()
+        own: sqlite3.Connection | None = getattr(self._local, "conn", None)
         self._local = threading.local()
+        if own is not None:
+            own.close()
         if self._temp_dir is not None:
             import shutil
 

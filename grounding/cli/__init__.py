@@ -42,11 +42,37 @@ def run() -> int:
     it first (:func:`grounding_core.collector.process_start`), except for ``grounding lsp``,
     whose server keeps its own collector policy (``server/heap.py``).
     """
-    if sys.argv[1:2] != ["lsp"]:
+    command = sys.argv[1:2]
+    if command != ["lsp"]:
         from grounding_core.collector import process_start
 
         process_start()
-    return main()
+    code = main()
+    if command and command[0] in QUICK_EXIT:
+        _exit_now(code)
+    return code
+
+
+QUICK_EXIT = frozenset({"check", "index", "conflicts", "log"})
+"""Commands whose process ends right after :func:`main` returns, without the interpreter's
+teardown (freeing every module and object one by one: 10-15 ms of a 10k check's process).
+They start no thread and leave nothing open: ``main`` has closed every workspace it opened
+(the index's connections, its write lock), every file they write is written and closed inside
+``main`` (``--fix``), and :func:`_exit_now` flushes stdout and stderr first. The servers
+(``lsp``, ``mcp``) and the other commands exit the usual way."""
+
+
+def _exit_now(code: int) -> None:
+    """Flush stdout and stderr, then end the process with ``code`` (``os._exit``: no atexit
+    handlers, no teardown). When a flush fails (a closed pipe) it returns, and the caller
+    exits the usual way, which reports that as Python does.
+    """
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return
+    os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
