@@ -35,7 +35,7 @@ import threading
 import time
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import astuple, dataclass, field, replace
 from typing import Any
 
 from . import memory_store
@@ -65,7 +65,7 @@ from .images import (
     sidecar_path,
     sidecar_text,
 )
-from .index import ConflictKey, IndexSnapshot, ParseSettings, SearchHit, VersionRecord
+from .index import ConflictKey, IndexSnapshot, IndexStats, ParseSettings, SearchHit, VersionRecord
 from .memory import MemoryEntry, MemoryEvent, MemoryWriteError
 from .model import Finding, Location, Span
 from .scan import FileRow, Listing, StatKey, Unstable, finding_dict, finding_of
@@ -634,6 +634,61 @@ class Store:
         """Every evidence path's findings as of the last scan (from the ``files`` table)."""
         rows = self.backend.reader().execute("SELECT path, findings FROM files ORDER BY path").fetchall()
         return {str(p): [finding_of(d) for d in json.loads(f)] if f else [] for p, f in rows}
+
+    # -- corpus-wide summaries (grounding index / conflicts) -------------------------------------
+
+    def stats(self, snapshot: IndexSnapshot, today: dt.date) -> IndexStats:
+        """``snapshot.stats(today)``, kept in the ``meta`` table for the next process that asks
+        for the same state (:meth:`_summary`): a ``grounding index`` with nothing changed
+        costs a warm start, not the corpus-wide counts (0.6 s at 10,000 files).
+        """
+        value = self._summary("stats", snapshot, today, lambda: list(astuple(snapshot.stats(today))))
+        return IndexStats(*(int(n) for n in value))
+
+    def conflicting_keys(self, snapshot: IndexSnapshot, today: dt.date) -> list[ConflictKey]:
+        """``snapshot.conflicting_keys(today)`` (sorted by field, then subject), kept like
+        :meth:`stats`: the corpus-wide ``GROUP BY`` over every active field line is 2-2.7 s at
+        10,000 files.
+        """
+        value = self._summary("conflicting_keys", snapshot, today,
+                              lambda: [list(key) for key in snapshot.conflicting_keys(today)])
+        return [(None if subject is None else str(subject), str(field)) for subject, field in value]
+
+    def _summary(self, name: str, snapshot: IndexSnapshot, today: dt.date,
+                 compute: Callable[[], list[Any]]) -> list[Any]:
+        """A corpus-wide answer about ``snapshot`` on ``today``, from the ``meta`` row
+        ``summary:NAME`` when that row was written for the same state, else computed and the
+        row replaced (best effort: a process that may not write, or finds the write lock
+        taken, only computes).
+
+        The answer is a function of the events up to ``snapshot.seq`` (the derived tables
+        answer every ``replay(n)`` alike, whatever was appended after), the derived rows'
+        definition and parse settings (:func:`~grounding_core.derived.fingerprint`), the meta
+        fields and ``today``: the row holds all of them, and :data:`SUMMARY_FORM` for the
+        answer's own definition; a row for another state is never used.
+        """
+        key = json.dumps([SUMMARY_FORM, snapshot.seq, today.isoformat(), fingerprint(self.settings),
+                          sorted(self.settings.meta_fields)], ensure_ascii=False)
+        row = self.backend.reader().execute("SELECT value FROM meta WHERE key = ?", (f"summary:{name}",)).fetchone()
+        if row is not None:
+            try:
+                held = json.loads(row[0])
+            except ValueError:
+                held = None
+            if isinstance(held, dict) and held.get("state") == key and isinstance(held.get("value"), list):
+                return list(held["value"])
+        value = compute()
+        text = json.dumps({"state": key, "value": value}, ensure_ascii=False, separators=(",", ":"))
+        with self._lock:
+            try:
+                with self.backend.lock_wait(0), self.backend.write(exclusive=False) as conn:
+                    conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key)"
+                                 " DO UPDATE SET value = excluded.value", (f"summary:{name}", text))
+            except (ReadOnlyIndex, LockTimeout, BackendError):
+                pass  # the next process computes it again
+            except self.backend.lost:
+                pass
+        return value
 
     # -- full-text search ----------------------------------------------------------------------
 
@@ -1334,6 +1389,11 @@ class _Scan:
                 evidence[path] = old_rows.findings(path)
         result.evidence = evidence
         result.findings_changed.sort()
+
+
+SUMMARY_FORM = 1
+"""The definition of the answers :meth:`Store.stats` and :meth:`Store.conflicting_keys` keep
+in ``meta``: raise it when a summary's query changes, so no row written before is used."""
 
 
 STAT_ONLY = 6

@@ -329,7 +329,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         reports = _apply_fixes(ws, reports, snapshot)
     display = _evidence_display(ws)
     # text output names only files with findings; JSON and SARIF list every evidence file
-    evidence = {display(p): fs for p, fs in sorted(scan.evidence.items()) if fs or args.format != "text"}
+    everything = args.format != "text"
+    evidence = {display(p): fs for p, fs in sorted(item for item in scan.evidence.items() if item[1] or everything)}
     fingerprints = fingerprint_map(ws.config.root, reports, evidence)
     reports, evidence, accepted = _apply_baseline(args, reports, evidence, fingerprints)
     if args.format == "json":
@@ -632,8 +633,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     ws.store.build_fts()  # `grounding index` leaves a complete index: full-text rows included
     snapshot = scan.snapshot
     today = ws.today()
-    stats = snapshot.stats(today)
-    conflicts = snapshot.conflicting_keys(today)
+    stats = ws.store.stats(snapshot, today)  # kept for the next run with nothing changed
+    conflicts = ws.store.conflicting_keys(snapshot, today)
     problems = {ws.config.evidence_display(p): fs for p, fs in sorted(scan.evidence.items()) if fs}
     summary = {
         "documents": stats.documents, "versions": stats.versions,
@@ -774,23 +775,31 @@ def cmd_conflicts(args: argparse.Namespace) -> int:
     snapshot = _scan(ws, False).snapshot
     from grounding_core.conflicts import all_conflicts
 
-    conflicts = all_conflicts(snapshot, ws.today())
+    today = ws.today()
+    keys = ws.store.conflicting_keys(snapshot, today)  # kept for the next run with nothing changed
+    conflicts = all_conflicts(snapshot, today, keys=keys)
+    display = _evidence_display(ws)
     if args.format == "json":
-        print(json.dumps([conflict_json(ws, c) for c in conflicts], ensure_ascii=False, indent=1))
+        print(json.dumps([conflict_json(ws, c, display) for c in conflicts], ensure_ascii=False, indent=1))
     else:
+        out = []
         for c in conflicts:
-            print(c.describe())
-            for kl in c.lines:
-                print(f"    {ws.config.evidence_display(kl.path)}:{kl.line}: {kl.field}：{kl.value}")
-        print(f"{len(conflicts)} conflict(s)")
+            out.append(c.describe())
+            out.extend(f"    {display(kl.path)}:{kl.line}: {kl.field}：{kl.value}" for kl in c.lines)
+        out.append(f"{len(conflicts)} conflict(s)")
+        print("\n".join(out))
     return EXIT_ERRORS if conflicts else EXIT_OK
 
 
-def conflict_json(ws: Workspace, c: Any) -> dict[str, Any]:
+def conflict_json(ws: Workspace, c: Any, display: Any = None) -> dict[str, Any]:
+    """One conflict as ``grounding conflicts --format json`` prints it; ``display`` maps an
+    evidence path to one relative to the root (default ``config.evidence_display``).
+    """
+    shown = display or ws.config.evidence_display
     return {
         "subject": c.subject, "field": c.field, "values": [
             {"value": kl.value, "doc_id": kl.doc_id, "version": kl.version, "line": kl.line,
-             "path": ws.config.evidence_display(kl.path)} for kl in c.lines],
+             "path": shown(kl.path)} for kl in c.lines],
     }
 
 
