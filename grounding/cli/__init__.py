@@ -42,16 +42,21 @@ def run() -> int:
     it first (:func:`grounding_core.collector.process_start`), except for ``grounding lsp``,
     whose server keeps its own collector policy (``server/heap.py``).
     """
+    global _COLLECTOR_SET
     command = sys.argv[1:2]
     if command != ["lsp"]:
         from grounding_core.collector import process_start
 
         process_start()
+        _COLLECTOR_SET = True
     code = main()
     if command and command[0] in QUICK_EXIT:
         _exit_now(code)
     return code
 
+
+_COLLECTOR_SET = False
+"""Whether :func:`run` set this process's collector (then scans freeze what they keep)."""
 
 QUICK_EXIT = frozenset({"check", "index", "conflicts", "log"})
 """Commands whose process ends right after :func:`main` returns, without the interpreter's
@@ -274,8 +279,16 @@ def _scan_now(ws: Workspace, show_progress: bool, lock_wait: float = READ_LOCK_W
 
 
 def _scan_with_progress(ws: Workspace, show_progress: bool, lock_wait: float) -> ScanResult:
+    """``Store.scan`` with a rich progress bar when asked; in a process :func:`run` set up, the
+    scan's pause hook is the collector's (:func:`grounding_core.collector.scan_pause`).
+    """
+    pause = None
+    if _COLLECTOR_SET:
+        from grounding_core.collector import scan_pause
+
+        pause = scan_pause()
     if not show_progress:
-        return ws.scan(lock_wait=lock_wait)
+        return ws.store.scan(ws.config, lock_wait=lock_wait, pause=pause)
     from rich.progress import Progress
 
     with Progress(transient=True, console=_stderr_console()) as bar:
@@ -284,7 +297,7 @@ def _scan_with_progress(ws: Workspace, show_progress: bool, lock_wait: float) ->
         def progress(done: int, total: int, path: str) -> None:
             bar.update(task, completed=done, total=total, description=f"indexing {path[-40:]}")
 
-        return ws.scan(progress, lock_wait=lock_wait)
+        return ws.store.scan(ws.config, progress, lock_wait=lock_wait, pause=pause)
 
 
 def _stderr_console() -> Any:
