@@ -122,3 +122,40 @@ def test_a_closed_pipe_ends_the_check_without_a_traceback(workspace: Path) -> No
     assert check.wait(timeout=120) in (0, 1, 120)
     assert first.startswith(b"answers/")
     assert "Traceback" not in err
+
+
+SCAN_PROBE = """
+import gc, sys, weakref
+from pathlib import Path
+from grounding_core.collector import process_start, scan_pause
+from grounding_core.workspace import Workspace
+
+process_start()
+class Node:
+    pass
+cycle = Node(); cycle.self = cycle; probe = weakref.ref(cycle); del cycle  # garbage only a collection frees
+ws = Workspace.open(Path(sys.argv[1]))
+calls = []
+hook = scan_pause(freeze_at=2_000)
+result = ws.store.scan(ws.config, pause=lambda: (calls.append(gc.get_count()[0]), hook()))
+snapshot = result.snapshot
+print(len(result.events), len(calls), max(calls) >= 2_000, gc.get_freeze_count() > 0, probe() is None,
+      len(snapshot.conflicting_keys(ws.today())))
+ws.store.close()
+"""
+
+
+def test_a_scan_with_the_collectors_pause_hook_freezes_what_it_keeps_and_frees_cyclic_garbage(
+        tmp_path: Path) -> None:
+    files = {f"evidence/d{n // 50}/门店{n:03d}.md":
+             f"---\ndoc_id: store-{n:03d}\n---\r\n主题：门店{n % 40}\r\n"
+             + "".join(f"- 字段{k}：值{(n + k) % 7} 🎉\r\n" for k in range(30)) for n in range(200)}
+    write_files(tmp_path, files)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    run = subprocess.run([sys.executable, "-c", SCAN_PROBE, str(tmp_path)], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    events, pauses, reached, frozen, freed, conflicts = run.stdout.split()
+    assert (int(events), reached, frozen, freed) == (200, "True", "True", "True")
+    assert int(pauses) >= 200  # a boundary per file read at least
+    assert int(conflicts) > 0  # 5 stores per subject disagree on most fields: the index is whole
