@@ -69,6 +69,7 @@ import stat
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -305,8 +306,16 @@ class SqliteBackend:
         return "was replaced by a folder or a special file"
 
     def _connect(self, readonly: bool) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
-                               timeout=LOCK_WAIT_S)
+        """A connection to the index. A reader's is opened with ``mode=ro``: it never creates
+        the file (an index deleted under a running process is never replaced by an empty one;
+        only the writer creates an index).
+        """
+        if readonly:
+            conn = sqlite3.connect(f"file:{urllib.parse.quote(self.path)}?mode=ro", uri=True,
+                                   check_same_thread=False, isolation_level=None, timeout=LOCK_WAIT_S)
+        else:
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
+                                   timeout=LOCK_WAIT_S)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute(f"PRAGMA cache_size=-{READER_CACHE_KIB if readonly else CACHE_KIB}")
         # Readers sort in temp files once a sort outgrows the page cache: the corpus-wide
