@@ -188,6 +188,9 @@ def open_workspace(args: argparse.Namespace, persistent: bool = False) -> Worksp
         raise UsageError(f"{(ws.warning or '').removesuffix('; using an in-memory index for this run')};"
                          " nothing was indexed (an in-memory index would be lost at exit): free disk"
                          " space or repair the file, or set 'index' in grounding.toml, then run it again")
+    if persistent and ws.store.backend.read_only is not None:
+        raise UsageError(f"cannot update the index {ws.config.index_display}: it is {ws.store.backend.read_only};"
+                         " nothing was indexed (`grounding check` still checks against it as last committed)")
     if ws.warning:
         print(f"grounding: warning: {ws.warning}", file=sys.stderr)
     if not ws.config.evidence_root.is_dir():
