@@ -777,13 +777,20 @@ def conflict_json(ws: Workspace, c: Any) -> dict[str, Any]:
 def cmd_context(args: argparse.Namespace) -> int:
     from . import budget
 
-    return budget.cmd_context(args, open_workspace(args))
+    return budget.cmd_context(args, open_workspace(args), _read_scan)
 
 
 def cmd_answer(args: argparse.Namespace) -> int:
     from . import budget
 
-    return budget.cmd_answer(args, open_workspace(args))
+    return budget.cmd_answer(args, open_workspace(args), _read_scan)
+
+
+def _read_scan(ws: Workspace) -> ScanResult:
+    """A reading command's scan (:func:`_scan`, no progress bar): a full disk or another
+    process's write lock gives the index as last committed, said on stderr, never exit 2.
+    """
+    return _scan(ws, False)
 
 
 def cmd_lsp(args: argparse.Namespace) -> int:
