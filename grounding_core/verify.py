@@ -108,6 +108,21 @@ class Visibility:
                         f" input may use limit − reserve = {limit - reserve} tokens and {used} were used")
         return None
 
+    def did_not_fit(self, cid: str, supported_by: str, doc_id: str, version: int,
+                    line: int) -> tuple[str, str] | None:
+        """The message and hint of an ``invisible-source`` finding (SPEC §6, §8) when a compiled
+        query context ranked the cited line's unit but left it out for its budget
+        (:meth:`why_left_out`), else None: one wording for evidence lines and memory entries
+        (``supported_by``: "the evidence" or "memory"; a memory entry's unit is
+        ``memory:SCOPE/KEY``, line 1).
+        """
+        why = self.why_left_out(doc_id, version, line)
+        if why is None:
+            return None
+        return (f"{cid} is supported by {supported_by} but was not in the compiled context: {why}",
+                "Raise the query context's limit (or lower its reserve) so the unit fits, or cite a"
+                " source that was visible.")
+
 
 @dataclass
 class _ClaimResult:
@@ -443,7 +458,7 @@ def _check_memory(claim: Claim, source: memory_claims.MemorySource, visibility: 
     """SPEC §11 P and V of a memory claim; its key counts as the claim's field (§15)."""
     checked = memory_claims.check_memory_claim(
         claim, source, visibility.memory if visibility is not None else None, findings,
-        left_out=visibility.why_left_out if visibility is not None else None)
+        left_out=visibility.did_not_fit if visibility is not None else None)
     entry = checked.entry
     return _ClaimResult(claim, field=entry.key if entry else None, value=entry.value if entry else None,
                         supported=checked.supported, valid=checked.valid, memory=entry)
@@ -618,11 +633,9 @@ def _check_claim(
     if not supported:
         return result
     if visibility is not None and not visibility.visible(ref.doc_id, ref.version, ref.line, line_text):
-        left_out = visibility.why_left_out(ref.doc_id, ref.version, ref.line)
+        left_out = visibility.did_not_fit(cid, "the evidence", ref.doc_id, ref.version, ref.line)
         if left_out is not None:
-            add("invisible-source", f"{cid} is supported by the evidence but was not in the compiled"
-                f" context: {left_out}", hint="Raise the query context's limit (or lower its reserve)"
-                " so the unit fits, or cite a line that was visible.")
+            add("invisible-source", left_out[0], hint=left_out[1])
         else:
             add("invisible-source",
                 f"{cid} is supported by the evidence but was not in the declared context",
