@@ -554,10 +554,16 @@ def _check_claim(
         if reason is not None:
             supported = False
             revived = deleted_duplicate_hint(versions, config.evidence_display)
-            add("inactive-source", f"{ref.doc_id}@{ref.version} is not active: {reason}",
-                hint=(revived + ".") if revived else
-                "Cite an active source instead; revoked, deleted, expired and not-yet-effective"
-                " documents never support an answer.")
+            renamed = _renamed_spelling(claim, state, record, today, config.evidence_display)
+            if renamed is not None:
+                note, hint, fix = renamed
+                add("inactive-source", f"{ref.doc_id}@{ref.version} is not active: {reason}; {note}", hint=hint,
+                    fix=fix)
+            else:
+                add("inactive-source", f"{ref.doc_id}@{ref.version} is not active: {reason}",
+                    hint=(revived + ".") if revived else
+                    "Cite an active source instead; revoked, deleted, expired and not-yet-effective"
+                    " documents never support an answer.")
     result.record = record
     cited = _CitedVersion(state, record)
     line_text = state.line_text(record, ref.line, claim.quote) if 0 < ref.line <= cited.line_count else None
@@ -741,6 +747,49 @@ def same_line_in(doc: EvidenceDocument, text: str, near: int) -> int | None:
         return None
     matches = [i for i, line in enumerate(doc.lines, 1) if line == text and not doc.is_front_matter_line(i)]
     return min(matches, key=lambda i: (abs(i - near), i)) if matches else None
+
+
+def _renamed_spelling(claim: Claim, state: IndexSnapshot, record: VersionRecord, today: dt.date,
+                      display: Callable[[str], str]) -> tuple[str, str, Edit | None] | None:
+    """A deleted document whose file was renamed to another Unicode normal form (SPEC §3: a
+    default doc_id is the path, so ``café.md`` spelled NFD by macOS and renamed to NFC is a
+    deleted doc_id and a new one): the note for the message, the hint, and an exact re-anchor
+    edit when the cited line exists verbatim in the renamed document's active version (never
+    for a JSON answer, whose doc_id and id keys would both change); None when ``record`` was
+    not deleted or no active document has the other spelling. docs/decisions.md, "Checks".
+    """
+    if not (record.revoked and record.reason == "deleted"):
+        return None
+    other = _other_normal_form(state, record.doc_id)
+    versions = state.versions(other) if other is not None else {}
+    if not versions:
+        return None
+    current = versions[max(versions)]
+    if state.inactive_reason(current, today) is not None:
+        return None
+    form = ("decomposed (NFD)" if unicodedata.normalize("NFD", current.doc_id) == current.doc_id
+            else "composed (NFC)")
+    same = current.sha256 == record.sha256
+    note = (f"its file was renamed to {display(current.path)}, which spells the doc_id {ascii(current.doc_id)}"
+            f" with {form} characters" + (", with the same content" if same else ""))
+    ref = claim.citation
+    fix = None
+    if ref is not None and claim.json_text is None:
+        old_doc = state.document(record)
+        if 0 < ref.line <= len(old_doc.lines):
+            wanted = old_doc.lines[ref.line - 1]
+            line = same_line_in(state.document(current), wanted, ref.line)
+            if line is not None:
+                new_id = f"{current.doc_id}@{current.version}:{line}"
+                fix = Edit(claim.citation_span, f'{new_id} sha256:{current.sha256[:12]} "{wanted}"',
+                           f"Cite {new_id}, the same line under the renamed file's spelling")
+    if fix is not None:
+        hint = (f"Cite {fix.new_text.split(' ')[0]}: the same line, under the doc_id as the renamed file spells"
+                " it (`grounding check --fix` writes it).")
+    else:
+        hint = (f"Cite the document under the renamed file's spelling, {ascii(current.doc_id)}@{current.version}"
+                " (`grounding cite` prints it), or give the file front matter with an explicit doc_id.")
+    return note, hint, fix
 
 
 def _other_normal_form(state: IndexSnapshot, doc_id: str) -> str | None:
