@@ -545,6 +545,11 @@ def _check_claim(
         if duplicate and record is not None:
             message += f" ({duplicate})"
             hint = duplicate_hint(record, current, config.evidence_display) + "."
+        elif record is not None and record.sha256 == current.sha256 and not current_inactive:
+            message += "; " + identical_note(record, current, versions, config.evidence_display)
+            if fix:
+                hint = (f"Re-anchor to {fix.new_text.split(' ')[0]}: the content is byte-identical, so the"
+                        " re-anchor is exact (`grounding check --fix` writes it).")
         add("stale-citation", message, hint=hint, fix=fix, related=tuple(stale_related))
         if record is None:
             return result  # older content never indexed: hash and quote are not checked
@@ -724,6 +729,23 @@ def duplicate_hint(cited: VersionRecord, current: VersionRecord, display: Callab
         return start + f" (the deleted file's version {current.version} stays the newest known)"
     return (start + f", and give {display(current.path)} its own doc_id if it is a stray copy (deleting or"
             f" renaming it alone leaves {cited.doc_id}@{cited.version} superseded)")
+
+
+def identical_note(cited: VersionRecord, current: VersionRecord, versions: Mapping[int, VersionRecord],
+                   display: Callable[[str], str] = str) -> str:
+    """A stale citation's note when the current version holds byte-for-byte the cited version's
+    content (same sha256), e.g. after a stray file sharing the doc_id was indexed in between and
+    removed (SPEC §3, §4: the log is append-only and a version number is never reused, so the
+    same bytes back are a new version); names the first version in between that came from
+    another file. docs/decisions.md, "Index".
+    """
+    note = (f"version {current.version} is byte-identical to version {cited.version}"
+            f" (the same sha256 {current.sha256[:12]})")
+    between = [r for v, r in sorted(versions.items()) if cited.version < v < current.version and r.path != current.path]
+    if between:
+        note += (f": version {between[0].version} in between came from {display(between[0].path)}, which"
+                 f" shares the doc_id '{current.doc_id}'")
+    return note
 
 
 def deleted_duplicate_hint(versions: Mapping[int, VersionRecord], display: Callable[[str], str] = str) -> str:
