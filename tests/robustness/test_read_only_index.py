@@ -5,7 +5,8 @@
   opens the index ``mode=ro`` (``immutable=1`` when no ``-shm`` file exists and none can be
   made, which is safe there), ``grounding check`` answers from the committed state with a
   note that it could not be updated, ``--at N`` works, ``grounding log`` lists the log, and
-  ``grounding index`` exits 2 naming the cause. The file's bytes do not change.
+  ``grounding index`` exits 2 naming the cause. The file's bytes do not change. The language
+  server (pytest-lsp) checks drafts from it and says once that it cannot be updated.
 - A read-only file in a read-only folder (as a user other than root, who ignores modes).
 - A reader never creates an index: once the file is deleted, a new reader connection fails
   instead of leaving an empty database behind (only the writer creates one).
@@ -22,9 +23,11 @@ import threading
 from pathlib import Path
 
 import pytest
+from lsprotocol import types
 
 from grounding_core.sqlite_backend import SqliteBackend
 from grounding_core.workspace import Workspace
+from tests.support import lsp
 
 from .helpers import PYTHON, SERVER_ENV
 from .test_hardening_adversary import grounding, workspace
@@ -161,3 +164,25 @@ def test_a_reader_never_creates_a_deleted_index(tmp_path: Path) -> None:
         assert not path.exists()  # no empty index left behind
     finally:
         backend._closed = True
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.usefixtures("mountable")
+async def test_the_server_on_a_read_only_index_checks_from_it_and_says_so_once(tmp_path: Path) -> None:
+    ws = history(tmp_path)
+    folder = shlex.quote(str(ws / ".grounding"))
+    command = ["unshare", "-rm", "sh", "-c", f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder}"
+               f" && exec {shlex.quote(PYTHON)} -m server"]
+    client = await lsp.start(ws, "minimal", command=command)
+    try:
+        uri = (ws / "answers" / "a.md").as_uri()
+        await client.recorder.wait_until(lambda: any("is on a read-only file system" in m.message
+                                                     for m in client.recorder.messages), what="the read-only note")
+        lsp.open_document(client, uri, (ws / "answers" / "a.md").read_text(encoding="utf-8"))
+        published = await client.recorder.wait_publish(uri, lambda p: bool(p.diagnostics), what="the draft's check")
+        assert "stale-citation" in lsp.names_of(published.diagnostics)  # version 2 is committed: read, not lost
+        notes = [m for m in client.recorder.messages if "read-only" in m.message]
+        assert len(notes) == 1 and notes[0].type == types.MessageType.Warning
+        assert "in-memory" not in " ".join(m.message for m in client.recorder.messages)
+    finally:
+        await lsp.stop(client)
