@@ -280,9 +280,8 @@ class Verifier:
         if kind == "json":
             pointers = _json_pointers(text)
             for diagnostic, finding in zip(out["diagnostics"], report.findings, strict=True):
-                pointer = pointers.get(finding.span)
-                if pointer is not None:
-                    diagnostic["pointer"] = pointer
+                # no value of its own (the answer as a whole, or text that is not JSON): the document
+                diagnostic["pointer"] = pointers.get(finding.span, "")
         return Report.model_validate(out)
 
     def check_report(self, text: str, *, kind: str, context: Iterable[UnitInput] | None = None,

@@ -207,9 +207,11 @@ class Fix(BaseModel):
 class Diagnostic(BaseModel):
     """One finding (SPEC §7, §9): 1-based ``line``/``column``, code points, ``end_column`` exclusive.
 
-    ``pointer`` (answers given as JSON through the Python API) is the JSON Pointer of the
-    offending value, e.g. ``/claims/0/quote``; ``fingerprint`` is the content-based id that
-    ``--baseline`` and code scanning use.
+    ``pointer``: for an answer given as JSON through the Python API, the JSON Pointer (RFC 6901)
+    of the offending value or key, e.g. ``/claims/0/quote``, and ``""`` (the whole document)
+    for a finding about the answer as a whole (a missing top-level key, text that is not JSON,
+    ``context-undeclared``): always a str. None for every diagnostic of a Markdown draft.
+    ``fingerprint`` is the content-based id that ``--baseline`` and code scanning use.
     """
 
     code: str
@@ -266,10 +268,13 @@ class Report(BaseModel):
         return not self.errors
 
     def summary(self, limit: int = 20) -> str:
-        """One line per diagnostic: ``/claims/0/quote GR103 quote-mismatch: message (hint: ...)``."""
+        """One line per diagnostic: ``/claims/0/quote GR103 quote-mismatch: message (hint: ...)``;
+        ``LINE:COLUMN`` (1-based, code points) instead of a pointer for a Markdown draft and for
+        the whole document (pointer ``""``).
+        """
         lines = []
         for d in self.diagnostics[:limit]:
-            where = d.pointer if d.pointer is not None else f"{d.line}:{d.column}"
+            where = d.pointer if d.pointer else f"{d.line}:{d.column}"
             hint = f" (hint: {d.hint})" if d.hint else ""
             lines.append(f"{where} {d.severity} {d.code} {d.name}: {d.message}{hint}")
         if len(self.diagnostics) > limit:

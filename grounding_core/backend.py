@@ -112,10 +112,14 @@ class Backend(Protocol):
     into its own error); ``lost``: those meaning "the connection was lost" (retried after a
     reconnect). ``location``: the configured location for messages (a URL without its
     password). ``shared``: several processes share the index (one writer, many readers).
+    ``read_only``: why this process opened a local index it cannot write (a read-only file or
+    file system), or None; then :meth:`can_write` is False and :meth:`write` raises
+    :class:`ReadOnlyIndex`.
     """
 
     location: str
     shared: bool
+    read_only: str | None
     errors: tuple[type[BaseException], ...]
     lost: tuple[type[BaseException], ...]
 

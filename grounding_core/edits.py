@@ -39,10 +39,11 @@ from .evidence import YAML_LOADER
 from .model import CitationRef, Edit, Finding, Span
 from .text import LINE_BREAK
 
-FIXABLE = ("stale-citation", "hash-mismatch", "quote-mismatch", "malformed-citation")
+FIXABLE = ("stale-citation", "hash-mismatch", "quote-mismatch", "malformed-citation", "inactive-source")
 """Finding names whose core ``fix`` is safe to apply, in fix-all priority order (a
 ``malformed-citation`` carries a fix only for a mechanical slip, such as full-width ``＠``/``：``
-typed by an IME in the id)."""
+typed by an IME in the id; an ``inactive-source`` only when its file was renamed to another
+Unicode normal form and the cited line exists verbatim under the new spelling)."""
 
 HASH_PREFIX = 12
 """Hex digits of the sha256 written into an inserted citation."""

@@ -533,13 +533,15 @@ class MemoryCheck:
 
 def check_memory_claim(claim: Claim, source: MemorySource, units: Sequence[MemoryUnitSpec] | None,
                        findings: list[Finding],
-                       left_out: Callable[[str, int, int], str | None] | None = None) -> MemoryCheck:
+                       left_out: Callable[[str, str, str, int, int], tuple[str, str] | None] | None = None
+                       ) -> MemoryCheck:
     """SPEC §11 P and V for one memory claim; appends findings (evidence names) to ``findings``.
 
     ``units`` is the declared context's memory units, or None when the draft declares no
-    context (visibility is then not checked). ``left_out(doc_id, version, line)`` says why a
-    compiled query context's unit was not kept (``Visibility.why_left_out``; memory units
-    are ``memory:SCOPE/KEY``, line 1). Spans follow SPEC §7.7: the definition from its ID to
+    context (visibility is then not checked). ``left_out(cid, supported_by, doc_id, version,
+    line)`` gives the message and hint when a compiled query context ranked the entry's unit
+    but did not keep it (``Visibility.did_not_fit``, the one wording for evidence and memory;
+    memory units are ``memory:SCOPE/KEY``, line 1). Spans follow SPEC §7.7: the definition from its ID to
     the line's end, or in a JSON answer the offending value.
     """
     ref = claim.memory
@@ -619,11 +621,10 @@ def check_memory_claim(claim: Claim, source: MemorySource, units: Sequence[Memor
     if not supported:
         return out
     if units is not None and not memory_visible(units, entry, active):
-        dropped = left_out(f"{MEMORY_PREFIX}{entry.scope}/{entry.key}", entry.version, 1) if left_out else None
+        dropped = (left_out(cid, "memory", f"{MEMORY_PREFIX}{entry.scope}/{entry.key}", entry.version, 1)
+                   if left_out else None)
         if dropped is not None:
-            add("invisible-source", f"{cid} is supported by memory but was not in the compiled context:"
-                f" {dropped}", hint="Raise the query context's limit (or lower its reserve) so the entry"
-                " fits; memory units are packed first, in the order named.")
+            add("invisible-source", dropped[0], hint=dropped[1])
         else:
             add("invisible-source", f"{cid} is supported by memory but was not in the declared context",
                 hint=f"List 'memory:{ref.scope}' (or '{cid}') in the context units, or add"

@@ -369,6 +369,7 @@ class PostgresBackend:
     """
 
     shared = True
+    read_only: str | None = None  # a role that may not write is a reader (ReadOnlyIndex), not this
     errors: tuple[type[BaseException], ...] = (psycopg.Error, OSError)
     lost: tuple[type[BaseException], ...] = (psycopg.OperationalError,)
 

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 
 from .config import Config
 from .images import is_image_path
-from .model import Finding, Location, Span
+from .model import Finding, Location, Severity, Span
 from .text import is_printable_path, printable_path
 
 SETTLE_NS = 100_000_000
@@ -224,6 +224,8 @@ def _walk(config: Config, top: Path, top_rel: str, listing: Listing,
                 continue
             rel = prefix + name
             if not (name.endswith(ends) if ends is not None else matches(rel)):
+                if entry.is_symlink():  # d_type: no system call
+                    _symlinked_folder(config, entry.path, rel, listing)
                 continue
             # the usual text file: one lstat, no other call (an image's key also holds its
             # sidecar's stat, and names that are not UTF-8 are refused: both go to _consider)
@@ -288,7 +290,7 @@ def _consider(config: Config, root: Path, full: str, rel: str, listing: Listing,
         if exc.errno == errno.ENAMETOOLONG:
             listing.refused[rel] = _too_long(rel)
         return
-    target = full
+    target, link_rel = full, rel
     if not stat_mod.S_ISLNK(lst.st_mode):
         st = lst
     else:
@@ -316,7 +318,9 @@ def _consider(config: Config, root: Path, full: str, rel: str, listing: Listing,
         except OSError:
             return
     if not stat_mod.S_ISREG(st.st_mode):
-        if not stat_mod.S_ISDIR(st.st_mode):  # a FIFO, socket or device named like evidence
+        if stat_mod.S_ISDIR(st.st_mode) and target != full:  # a symlinked folder named like evidence
+            _symlinked_folder(config, full, link_rel, listing)
+        elif not stat_mod.S_ISDIR(st.st_mode):  # a FIFO, socket or device named like evidence
             listing.refused[rel] = file_finding(
                 "unreadable-evidence", f"{_kind(st.st_mode)}, not a regular file; never read",
                 "Replace it with a regular file, or move it out of the evidence folder.")
@@ -330,6 +334,48 @@ def _consider(config: Config, root: Path, full: str, rel: str, listing: Listing,
     inodes[key] = rel
     listing.candidates[rel] = Candidate(target, image_key(target, StatKey.of(st)) if is_image_path(rel)
                                         else StatKey.of(st))
+
+
+def _symlinked_folder(config: Config, full: str, rel: str, listing: Listing) -> None:
+    """Report ``full`` (a symlink at ``rel``, relative to the evidence root) when it points to
+    a folder: SPEC §2 never follows one, and a writer who linked a folder in expects its files
+    to be evidence, so the link is named instead of skipped silently (docs/decisions.md,
+    "Evidence"). Only metadata of the target is looked at (``realpath``, ``stat``), never a
+    file in it. A link inside the evidence root is information (its files are indexed under
+    their own paths); one elsewhere in the workspace or outside it is ``unreadable-evidence``.
+    A broken link, or a link to a file, is not this function's business.
+    """
+    try:
+        resolved = Path(os.path.realpath(full, strict=True))
+        if not resolved.is_dir():
+            return
+    except OSError:
+        return
+    root = config.evidence_root
+    if resolved.is_relative_to(root):
+        inside = resolved.relative_to(root).as_posix()
+        shown = config.evidence_display("" if inside == "." else inside)
+        listing.refused[rel] = Finding(
+            "unreadable-evidence", Span(0, 0, 0, 0),
+            f"symlinked folder, not followed (SPEC §2): it points to {printable_path(shown)}/ inside the"
+            " evidence folder, whose files are indexed once, under their own paths",
+            hint="Nothing is missing from the index; remove the link if it was meant to add documents.",
+            severity=Severity.INFORMATION)
+    elif resolved.is_relative_to(config.root):
+        shown = printable_path(resolved.relative_to(config.root).as_posix())
+        listing.refused[rel] = file_finding(
+            "unreadable-evidence",
+            f"symlinked folder, not followed (SPEC §2): it points to {shown}/, outside the evidence"
+            " folder, so its files were not read",
+            "Move the documents into the evidence folder (a link is never followed), or give that"
+            " folder as the evidence folder with --evidence.")
+    else:
+        listing.refused[rel] = file_finding(
+            "unreadable-evidence",
+            f"symlinked folder, not followed (SPEC §2): it points to {printable_path(str(resolved))},"
+            " outside the workspace; refused, nothing in it was read",
+            "Copy the documents into the evidence folder instead of linking to them, or give that"
+            " folder with --evidence.")
 
 
 SIDECAR_SIZE_SHIFT = 40
@@ -398,6 +444,9 @@ def resolve_paths(config: Config, paths: Iterable[str]) -> Listing:
         elif config.evidence_matches(rel):
             listing.gone.add(rel)  # dropped unless it is (still) a candidate
             _consider(config, root, str(full), rel, listing, inodes)
+        elif stat_mod.S_ISLNK(lst.st_mode):  # a symlinked folder is named, as a walk names it
+            listing.gone.add(rel)
+            _symlinked_folder(config, str(full), rel, listing)
     return listing
 
 
@@ -558,6 +607,8 @@ def finding_dict(f: Finding) -> dict[str, Any]:
         out["hint"] = f.hint
     if f.related:
         out["related"] = [[r.path, r.line, r.message] for r in f.related]
+    if f.severity is not None:  # a finding below its rule's severity (a symlinked folder note)
+        out["severity"] = f.severity.value
     return out
 
 
@@ -565,7 +616,9 @@ def finding_of(d: dict[str, Any]) -> Finding:
     line = max(int(str(d.get("line", 1))) - 1, 0)
     span = Span(line, 0, line, 3) if d["name"] in ("duplicate-doc-id", "version-reuse") else Span(line, 0, line, 0)
     related = tuple(Location(str(r[0]), int(r[1]), str(r[2] or "")) for r in d.get("related", ()))
-    return Finding(str(d["name"]), span, str(d["message"]), hint=str(d.get("hint", "")), related=related)
+    severity = Severity(d["severity"]) if d.get("severity") in Severity._value2member_map_ else None
+    return Finding(str(d["name"]), span, str(d["message"]), hint=str(d.get("hint", "")), related=related,
+                   severity=severity)
 
 
 def choose(doc_id: str, group: list[FileRow], display: Any) -> tuple[dict[int | None, str], dict[str, list[Finding]]]:

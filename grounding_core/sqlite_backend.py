@@ -67,6 +67,7 @@ import sqlite3
 import stat
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -79,6 +80,7 @@ from .backend import (
     FtsHit,
     LockTimeout,
     NewerLayout,
+    ReadOnlyIndex,
     WriteFailed,
     text_hash,
 )
@@ -275,15 +277,51 @@ class SqliteBackend:
         self.path = path
         self._local = threading.local()
         self._closed = False
-        self.writer = self._connect(readonly=False)
+        self._ro_uri = "mode=ro"
+        self.read_only: str | None = None if self._temp_dir is not None else _read_only_reason(path)
+        """Why this process opened the index read-only (a read-only file, folder or file
+        system), or None: it checks from the committed state and never writes (docs/decisions.md,
+        "Index")."""
+        if self.read_only is None:
+            self.writer = self._connect(readonly=False)
+            self._check_layout()
+            self.writer.execute("PRAGMA journal_mode=WAL")
+        else:  # decided before opening: SQLite would open it read-only silently and fail at the first write
+            self.writer = self._open_read_only()
+            self._check_layout()
+        self._identity = None if self._temp_dir is not None else _identity(path)
+
+    def _check_layout(self) -> None:
         layout = int(self.writer.execute("PRAGMA user_version").fetchone()[0])
         if layout > LAYOUT:  # read before anything is written, even the journal mode
             self.writer.close()
-            raise NewerLayout(f"the index {path} was written by a newer Grounding (layout {layout});"
+            raise NewerLayout(f"the index {self.path} was written by a newer Grounding (layout {layout});"
                               f" this one reads layout {LAYOUT}. Upgrade Grounding, or name another"
                               " index; the file is left as it is")
-        self.writer.execute("PRAGMA journal_mode=WAL")
-        self._identity = None if self._temp_dir is not None else _identity(path)
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        """The read-only connection of an index this process cannot write (:attr:`read_only`).
+
+        ``mode=ro`` reads a WAL database when its ``-shm`` file exists or can be created. On a
+        read-only file system without one (the writer closed cleanly, so SQLite removed it
+        and its ``-wal``), ``immutable=1`` is safe: nothing can write through that mount and
+        no ``-wal`` holds commits the main file lacks. Otherwise raises ``sqlite3.OperationalError``
+        (the store then stands in an in-memory index and says why).
+        """
+        try:
+            conn = self._connect(readonly=True)
+            conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError as exc:
+            wal = self.path + "-wal"
+            if not _on_read_only_fs(self.path) or (os.path.exists(wal) and os.path.getsize(wal) > 0):
+                raise sqlite3.OperationalError(
+                    f"{exc}: it is {self.read_only}, and SQLite cannot read its write-ahead log"
+                    " without writing the -shm file beside it") from exc
+        self._ro_uri = "mode=ro&immutable=1"
+        conn = self._connect(readonly=True)
+        conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        return conn
 
     def replaced(self) -> str | None:
         """Why the file at :attr:`path` is no longer the one this backend has open, or None:
@@ -305,8 +343,16 @@ class SqliteBackend:
         return "was replaced by a folder or a special file"
 
     def _connect(self, readonly: bool) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
-                               timeout=LOCK_WAIT_S)
+        """A connection to the index. A reader's is opened with ``mode=ro``: it never creates
+        the file (an index deleted under a running process is never replaced by an empty one;
+        only the writer creates an index).
+        """
+        if readonly:
+            conn = sqlite3.connect(f"file:{urllib.parse.quote(self.path)}?{self._ro_uri}", uri=True,
+                                   check_same_thread=False, isolation_level=None, timeout=LOCK_WAIT_S)
+        else:
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
+                                   timeout=LOCK_WAIT_S)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute(f"PRAGMA cache_size=-{READER_CACHE_KIB if readonly else CACHE_KIB}")
         # Readers sort in temp files once a sort outgrows the page cache: the corpus-wide
@@ -365,6 +411,11 @@ class SqliteBackend:
         are built from the log.
         """
         conn = self.writer
+        if self.read_only is not None:  # nothing is created or migrated in an index this process cannot write
+            if int(conn.execute("PRAGMA user_version").fetchone()[0]) < LAYOUT:
+                raise sqlite3.OperationalError(f"it is {self.read_only}, and its layout is older than this"
+                                               " Grounding's, so it cannot be migrated")
+            return False
         conn.executescript(EVENTS)
         self._accept_memory_events(conn)
         layout = int(conn.execute("PRAGMA user_version").fetchone()[0])
@@ -457,6 +508,8 @@ class SqliteBackend:
         ``COMMIT``) rolls the transaction back and raises :class:`WriteFailed`: a failed
         ``COMMIT`` leaves the transaction open in SQLite, and with it the write lock.
         """
+        if self.read_only is not None:
+            raise ReadOnlyIndex(f"the index {self.location} is {self.read_only}")
         conn = self.writer
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -485,7 +538,7 @@ class SqliteBackend:
                            " to a file on a disk that has room)")
 
     def can_write(self) -> bool:
-        return True
+        return self.read_only is None
 
     def writer_holder(self) -> str | None:
         return None
@@ -689,6 +742,29 @@ def _unwritable(exc: sqlite3.OperationalError) -> bool:
     """Whether ``exc`` says the file cannot be written (disk full, ``ulimit -f``, I/O error, read-only)."""
     code = getattr(exc, "sqlite_errorcode", None)
     return isinstance(code, int) and (code & 0xFF) in _UNWRITABLE
+
+
+def _on_read_only_fs(path: str) -> bool:
+    try:
+        return bool(os.statvfs(os.path.dirname(path) or ".").f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _read_only_reason(path: str) -> str | None:
+    """Why the existing index at ``path`` cannot be written by this process, or None (it can,
+    or it does not exist): on a read-only file system (a CI cache mounted read-only), a
+    read-only file, or a folder where SQLite cannot write its ``-wal`` and ``-shm`` files.
+    """
+    if not os.path.isfile(path):
+        return None
+    if _on_read_only_fs(path):
+        return "on a read-only file system"
+    if not os.access(path, os.W_OK):
+        return "a read-only file"
+    if not os.access(os.path.dirname(path) or ".", os.W_OK):
+        return "in a read-only folder"
+    return None
 
 
 def _identity(path: str) -> tuple[int, int] | None:

@@ -577,8 +577,14 @@ class Store:
                 row = reader.execute("SELECT findings FROM files WHERE path = ?", (path,)).fetchone()
                 if row is not None:
                     findings[path] = [finding_of(d) for d in json.loads(row[0])] if row[0] else []
-        return ScanResult(snapshot=self.snapshot(), evidence=findings, full=listing.full,
-                          writer=f"{self._holder()} writes the shared index {self.location}")
+        snapshot = self.snapshot()
+        if self.backend.read_only is not None:  # a read-only index (docs/decisions.md, "Index")
+            writer = (f"the index {self.location} is {self.backend.read_only}, so it was not updated:"
+                      f" checking against it as last committed ({snapshot.seq} events); evidence"
+                      " changed since is not seen")
+        else:
+            writer = f"{self._holder()} writes the shared index {self.location}"
+        return ScanResult(snapshot=snapshot, evidence=findings, full=listing.full, writer=writer)
 
     # -- copying a log ---------------------------------------------------------------------------
 

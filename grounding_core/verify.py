@@ -110,6 +110,21 @@ class Visibility:
                         f" input may use limit − reserve = {limit - reserve} tokens and {used} were used")
         return None
 
+    def did_not_fit(self, cid: str, supported_by: str, doc_id: str, version: int,
+                    line: int) -> tuple[str, str] | None:
+        """The message and hint of an ``invisible-source`` finding (SPEC §6, §8) when a compiled
+        query context ranked the cited line's unit but left it out for its budget
+        (:meth:`why_left_out`), else None: one wording for evidence lines and memory entries
+        (``supported_by``: "the evidence" or "memory"; a memory entry's unit is
+        ``memory:SCOPE/KEY``, line 1).
+        """
+        why = self.why_left_out(doc_id, version, line)
+        if why is None:
+            return None
+        return (f"{cid} is supported by {supported_by} but was not in the compiled context: {why}",
+                "Raise the query context's limit (or lower its reserve) so the unit fits, or cite a"
+                " source that was visible.")
+
 
 @dataclass
 class _ClaimResult:
@@ -445,7 +460,7 @@ def _check_memory(claim: Claim, source: memory_claims.MemorySource, visibility: 
     """SPEC §11 P and V of a memory claim; its key counts as the claim's field (§15)."""
     checked = memory_claims.check_memory_claim(
         claim, source, visibility.memory if visibility is not None else None, findings,
-        left_out=visibility.why_left_out if visibility is not None else None)
+        left_out=visibility.did_not_fit if visibility is not None else None)
     entry = checked.entry
     return _ClaimResult(claim, field=entry.key if entry else None, value=entry.value if entry else None,
                         supported=checked.supported, valid=checked.valid, memory=entry)
@@ -532,6 +547,11 @@ def _check_claim(
         if duplicate and record is not None:
             message += f" ({duplicate})"
             hint = duplicate_hint(record, current, config.evidence_display) + "."
+        elif record is not None and record.sha256 == current.sha256 and not current_inactive:
+            message += "; " + identical_note(record, current, versions, config.evidence_display)
+            if fix:
+                hint = (f"Re-anchor to {fix.new_text.split(' ')[0]}: the content is byte-identical, so the"
+                        " re-anchor is exact (`grounding check --fix` writes it).")
         add("stale-citation", message, hint=hint, fix=fix, related=tuple(stale_related))
         if record is None:
             return result  # older content never indexed: hash and quote are not checked
@@ -541,10 +561,16 @@ def _check_claim(
         if reason is not None:
             supported = False
             revived = deleted_duplicate_hint(versions, config.evidence_display)
-            add("inactive-source", f"{ref.doc_id}@{ref.version} is not active: {reason}",
-                hint=(revived + ".") if revived else
-                "Cite an active source instead; revoked, deleted, expired and not-yet-effective"
-                " documents never support an answer.")
+            renamed = _renamed_spelling(claim, state, record, today, config.evidence_display)
+            if renamed is not None:
+                note, hint, fix = renamed
+                add("inactive-source", f"{ref.doc_id}@{ref.version} is not active: {reason}; {note}", hint=hint,
+                    fix=fix)
+            else:
+                add("inactive-source", f"{ref.doc_id}@{ref.version} is not active: {reason}",
+                    hint=(revived + ".") if revived else
+                    "Cite an active source instead; revoked, deleted, expired and not-yet-effective"
+                    " documents never support an answer.")
     result.record = record
     cited = _CitedVersion(state, record)
     line_text = state.line_text(record, ref.line, claim.quote) if 0 < ref.line <= cited.line_count else None
@@ -620,11 +646,9 @@ def _check_claim(
     if not supported:
         return result
     if visibility is not None and not visibility.visible(ref.doc_id, ref.version, ref.line, line_text):
-        left_out = visibility.why_left_out(ref.doc_id, ref.version, ref.line)
+        left_out = visibility.did_not_fit(cid, "the evidence", ref.doc_id, ref.version, ref.line)
         if left_out is not None:
-            add("invisible-source", f"{cid} is supported by the evidence but was not in the compiled"
-                f" context: {left_out}", hint="Raise the query context's limit (or lower its reserve)"
-                " so the unit fits, or cite a line that was visible.")
+            add("invisible-source", left_out[0], hint=left_out[1])
         else:
             add("invisible-source",
                 f"{cid} is supported by the evidence but was not in the declared context",
@@ -709,6 +733,23 @@ def duplicate_hint(cited: VersionRecord, current: VersionRecord, display: Callab
             f" renaming it alone leaves {cited.doc_id}@{cited.version} superseded)")
 
 
+def identical_note(cited: VersionRecord, current: VersionRecord, versions: Mapping[int, VersionRecord],
+                   display: Callable[[str], str] = str) -> str:
+    """A stale citation's note when the current version holds byte-for-byte the cited version's
+    content (same sha256), e.g. after a stray file sharing the doc_id was indexed in between and
+    removed (SPEC §3, §4: the log is append-only and a version number is never reused, so the
+    same bytes back are a new version); names the first version in between that came from
+    another file. docs/decisions.md, "Index".
+    """
+    note = (f"version {current.version} is byte-identical to version {cited.version}"
+            f" (the same sha256 {current.sha256[:12]})")
+    between = [r for v, r in sorted(versions.items()) if cited.version < v < current.version and r.path != current.path]
+    if between:
+        note += (f": version {between[0].version} in between came from {display(between[0].path)}, which"
+                 f" shares the doc_id '{current.doc_id}'")
+    return note
+
+
 def deleted_duplicate_hint(versions: Mapping[int, VersionRecord], display: Callable[[str], str] = str) -> str:
     """:func:`duplicate_hint` for an inactive newest version that a deleted stray file made,
     naming the newest declared version still on disk, or "".
@@ -730,6 +771,49 @@ def same_line_in(doc: EvidenceDocument, text: str, near: int) -> int | None:
         return None
     matches = [i for i, line in enumerate(doc.lines, 1) if line == text and not doc.is_front_matter_line(i)]
     return min(matches, key=lambda i: (abs(i - near), i)) if matches else None
+
+
+def _renamed_spelling(claim: Claim, state: IndexSnapshot, record: VersionRecord, today: dt.date,
+                      display: Callable[[str], str]) -> tuple[str, str, Edit | None] | None:
+    """A deleted document whose file was renamed to another Unicode normal form (SPEC §3: a
+    default doc_id is the path, so ``café.md`` spelled NFD by macOS and renamed to NFC is a
+    deleted doc_id and a new one): the note for the message, the hint, and an exact re-anchor
+    edit when the cited line exists verbatim in the renamed document's active version (never
+    for a JSON answer, whose doc_id and id keys would both change); None when ``record`` was
+    not deleted or no active document has the other spelling. docs/decisions.md, "Checks".
+    """
+    if not (record.revoked and record.reason == "deleted"):
+        return None
+    other = _other_normal_form(state, record.doc_id)
+    versions = state.versions(other) if other is not None else {}
+    if not versions:
+        return None
+    current = versions[max(versions)]
+    if state.inactive_reason(current, today) is not None:
+        return None
+    form = ("decomposed (NFD)" if unicodedata.normalize("NFD", current.doc_id) == current.doc_id
+            else "composed (NFC)")
+    same = current.sha256 == record.sha256
+    note = (f"its file was renamed to {display(current.path)}, which spells the doc_id {ascii(current.doc_id)}"
+            f" with {form} characters" + (", with the same content" if same else ""))
+    ref = claim.citation
+    fix = None
+    if ref is not None and claim.json_text is None:
+        old_doc = state.document(record)
+        if 0 < ref.line <= len(old_doc.lines):
+            wanted = old_doc.lines[ref.line - 1]
+            line = same_line_in(state.document(current), wanted, ref.line)
+            if line is not None:
+                new_id = f"{current.doc_id}@{current.version}:{line}"
+                fix = Edit(claim.citation_span, f'{new_id} sha256:{current.sha256[:12]} "{wanted}"',
+                           f"Cite {new_id}, the same line under the renamed file's spelling")
+    if fix is not None:
+        hint = (f"Cite {fix.new_text.split(' ')[0]}: the same line, under the doc_id as the renamed file spells"
+                " it (`grounding check --fix` writes it).")
+    else:
+        hint = (f"Cite the document under the renamed file's spelling, {ascii(current.doc_id)}@{current.version}"
+                " (`grounding cite` prints it), or give the file front matter with an explicit doc_id.")
+    return note, hint, fix
 
 
 def _other_normal_form(state: IndexSnapshot, doc_id: str) -> str | None:

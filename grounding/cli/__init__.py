@@ -219,6 +219,9 @@ def open_workspace(args: argparse.Namespace, persistent: bool = False) -> Worksp
         raise UsageError(f"{(ws.warning or '').removesuffix('; using an in-memory index for this run')};"
                          " nothing was indexed (an in-memory index would be lost at exit): free disk"
                          " space or repair the file, or set 'index' in grounding.toml, then run it again")
+    if persistent and ws.store.backend.read_only is not None:
+        raise UsageError(f"cannot update the index {ws.config.index_display}: it is {ws.store.backend.read_only};"
+                         " nothing was indexed (`grounding check` still checks against it as last committed)")
     if ws.warning:
         print(f"grounding: warning: {ws.warning}", file=sys.stderr)
     if not ws.config.evidence_root.is_dir():
@@ -822,13 +825,20 @@ def conflict_json(ws: Workspace, c: Any, display: Any = None) -> dict[str, Any]:
 def cmd_context(args: argparse.Namespace) -> int:
     from . import budget
 
-    return budget.cmd_context(args, open_workspace(args))
+    return budget.cmd_context(args, open_workspace(args), _read_scan)
 
 
 def cmd_answer(args: argparse.Namespace) -> int:
     from . import budget
 
-    return budget.cmd_answer(args, open_workspace(args))
+    return budget.cmd_answer(args, open_workspace(args), _read_scan)
+
+
+def _read_scan(ws: Workspace) -> ScanResult:
+    """A reading command's scan (:func:`_scan`, no progress bar): a full disk or another
+    process's write lock gives the index as last committed, said on stderr, never exit 2.
+    """
+    return _scan(ws, False)
 
 
 def cmd_lsp(args: argparse.Namespace) -> int:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
+from grounding_core.backend import WriteFailed
 from grounding_core.budget import BudgetError, ContextUnit, input_tokens, render_prompt
 from grounding_core.context import compile_context
 from grounding_core.drafts import ContextSpec, draft_kind, parse_draft
@@ -19,12 +21,29 @@ from grounding_core.memory import context_units as memory_context_units
 from grounding_core.memory import resolve_units
 from grounding_core.memory import source_of as memory_source_of
 from grounding_core.question import answer_question
+from grounding_core.store import ScanResult
 from grounding_core.workspace import Workspace
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
+Scan = Callable[[Workspace], ScanResult]
+"""How a reading command brings the index up to date: ``grounding.cli``'s scan, which
+answers from the index as last committed (and says so on stderr) when it cannot be written
+(a full disk) or another process holds its write lock, as ``grounding check`` does."""
 
-def cmd_context(args: argparse.Namespace, ws: Workspace) -> int:
+
+def build_search(ws: Workspace) -> None:
+    """Write the full-text rows still queued; on an index that cannot be written (a full
+    disk), say on stderr that search sees only the rows already built, and go on.
+    """
+    try:
+        ws.store.build_fts()
+    except WriteFailed as exc:
+        print(f"grounding: warning: {exc}; searching the full-text rows already built"
+              f" ({ws.store.fts_pending()} content(s) not yet searchable)", file=sys.stderr)
+
+
+def cmd_context(args: argparse.Namespace, ws: Workspace, scan: Scan) -> int:
     """Print a draft's compiled context: kept/skipped units, tokens per unit, totals."""
     draft_path = args.draft
     if not draft_path.is_absolute() and not draft_path.exists() and (ws.config.root / draft_path).exists():
@@ -34,7 +53,7 @@ def cmd_context(args: argparse.Namespace, ws: Workspace) -> int:
     if text is None:
         print(f"grounding: error: cannot read {args.draft}", file=sys.stderr)
         return EXIT_USAGE
-    state = ws.scan().snapshot
+    state = scan(ws).snapshot
     draft = parse_draft(text, draft_kind(rel))
     spec = draft.context
     report = ws.check_text(rel, text, state, count_output=True)
@@ -47,7 +66,7 @@ def cmd_context(args: argparse.Namespace, ws: Workspace) -> int:
         print(f"grounding: error: {rel} has an invalid context: {spec.error}", file=sys.stderr)
         return EXIT_ERRORS
     if spec.kind == "query":
-        ws.store.build_fts()
+        build_search(ws)
         compiled = compile_context(state, ws.config, spec, draft.question or "", ws.today())
         summary: dict[str, Any] = compiled.summary()
     else:
@@ -97,11 +116,12 @@ def _declared_summary(ws: Workspace, spec: ContextSpec, question: str, state: An
             "kept": kept, "skipped": [], **({"unresolved": unresolved} if unresolved else {})}
 
 
-def cmd_answer(args: argparse.Namespace, ws: Workspace) -> int:
+def cmd_answer(args: argparse.Namespace, ws: Workspace, scan: Scan) -> int:
     """Draft an answer from visible evidence only, as Markdown or the JSON wire (SPEC §13).
 
     Without ``--fields`` the closed question grammar decides what the question asks. Exit 0
-    whenever an answer of any status was printed, 1 on ``BudgetError``, 2 on usage errors.
+    whenever an answer of any status was printed (also from the index as last committed when
+    it cannot be written), 1 on ``BudgetError``, 2 on usage errors.
     """
     if not args.question.strip():
         print("grounding: error: --question is empty", file=sys.stderr)
@@ -109,8 +129,8 @@ def cmd_answer(args: argparse.Namespace, ws: Workspace) -> int:
     if args.limit < 1 or args.reserve < 1:
         print("grounding: error: --limit and --reserve must be positive numbers of tokens", file=sys.stderr)
         return EXIT_USAGE
-    state = ws.scan().snapshot
-    ws.store.build_fts()
+    state = scan(ws).snapshot
+    build_search(ws)
     try:
         answer = answer_question(state, ws.config, ws.today(), args.question, args.fields,
                                  subject=args.subject, limit=args.limit, reserve=args.reserve)

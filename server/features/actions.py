@@ -7,6 +7,9 @@ the requested range:
   whose fix the core computed;
 * **quickfix "Re-anchor to DOC@V:L"** — a ``stale-citation`` (GR104) or ``hash-mismatch``
   (GR105) whose exact line still exists in the current version;
+* **quickfix "Cite DOC@V:L, the same line under the renamed file's spelling"** — an
+  ``inactive-source`` (GR106) whose evidence file was renamed to another Unicode normal form
+  (NFD ↔ NFC) and still holds the cited line verbatim;
 * **quickfix for a mechanical citation slip** — a ``malformed-citation`` (GR101) whose fix
   the core computed (an IME's full-width ``＠``/``：`` in the id: the same edit
   ``grounding check --fix`` applies);

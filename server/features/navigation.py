@@ -45,7 +45,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
-from grounding_core.drafts import ParsedDraft, draft_kind, parse_draft
+from grounding_core.drafts import ParsedDraft, draft_kind, parse_definition, parse_draft
 from grounding_core.model import DraftReport, Span
 from grounding_core.navigate import (
     CitationTarget,
@@ -60,7 +60,7 @@ from server.convert import lsp_hover, lsp_line_location, lsp_range
 from server.documents import DocumentSnapshot
 from server.features import memory, versions
 from server.protocol import markup_kind, param, parse_version_uri, version_uri
-from server.render.hover import ContextInputs, citation_hover, context_hover
+from server.render.hover import ContextInputs, citation_hover, context_hover, slip_hover
 from server.render.image_hover import region_hover
 from server.session import IndexView, Session
 
@@ -127,7 +127,12 @@ def _hover(captured: _Draft, view: IndexView | None, position: types.Position,
         return remembered, draft
     target = target_at(draft, line, col)
     if target is None:
-        return None, draft
+        slipped = _slipped_citation(draft, line)
+        if slipped is None or view is None:
+            return None, draft
+        target, (slip, hint) = slipped
+        text = slip_hover(slip, hint, target, view.snapshot, view.config, view.today)
+        return lsp_hover(text, target.span, document.lines, document.codec, kind), draft
     if view is None:
         if not isinstance(target, CitationTarget | RegionTarget):
             return None, draft
@@ -147,6 +152,32 @@ def _hover(captured: _Draft, view: IndexView | None, position: types.Position,
             report = check_parsed(draft, captured.rel, view.snapshot, view.config, view.today, view.read_text)
         text = context_hover(draft, report, ContextInputs(view.snapshot, view.config, view.today, view.read_text))
     return lsp_hover(text, target.span, document.lines, document.codec, kind), draft
+
+
+def _slipped_citation(draft: ParsedDraft, line: int) -> tuple[CitationTarget, tuple[str, str]] | None:
+    """On a Markdown definition line whose id has an input-method slip (``refund＠2：１２``, the
+    ``malformed-citation`` the core can fix): the target of the id it means (span: the id as
+    typed) and the finding's explanation and hint; else None. The line is parsed by the core
+    (``parse_definition``) before and after its own fix, so hover and diagnostic agree.
+    """
+    if draft.kind == "json" or line < draft.front_matter_lines:
+        return None
+    text = draft.lines[line]
+    end = text.find("]")
+    if not text.startswith("[^") or end < 0:
+        return None
+    typed = parse_definition(text, line, text[2:end])
+    fix = typed.fix
+    if (typed.error is None or fix is None or fix.span.start_line != line or fix.span.end_line != line
+            or fix.span.start_col != typed.span.start_col):  # the id itself (not a hash's case)
+        return None
+    fixed = parse_definition(text[:fix.span.start_col] + fix.new_text + text[fix.span.end_col:], line, typed.label)
+    if fixed.citation is None or fixed.error is not None:
+        return None
+    start = typed.span.start_col
+    target = CitationTarget(Span.line(line, start, start + len(typed.id_text)), fixed.citation,
+                            fixed.hash_prefix, fixed.quote, True)
+    return target, (typed.error, typed.hint)
 
 
 # ---------------------------------------------------------------------------- definition

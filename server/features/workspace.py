@@ -83,6 +83,8 @@ _FTS = "workspace:full-text"
 _BUSY = "workspace:index-busy"
 _NO_EVIDENCE = "workspace:no-evidence-folder"
 _UNWRITABLE = "workspace:index-unwritable"
+_READ_ONLY = "workspace:index-read-only"
+"""Set once the session said that its index is read-only (docs/decisions.md, "Index")."""
 _CONFIG_KEPT = "workspace:config-kept"
 """Set while a broken ``grounding.toml`` keeps the last good configuration in effect; the
 next good load says so once."""
@@ -439,6 +441,9 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
     session.client.log_message(types.MessageType.Log, (
         f"Grounding: index pass {session.index_passes}: {len(result.changed)} files re-read,"
         f" {len(result.events)} events appended, {snapshot.seq} events in the log"))
+    if ws.store.backend.read_only is not None and result.writer and not session.feature_state.get(_READ_ONLY):
+        session.feature_state[_READ_ONLY] = True  # said once per session: the state cannot change by itself
+        session.client.show_message(types.MessageType.Warning, f"Grounding: {result.writer}.")
     if epoch != session.epoch:
         return  # the workspace was replaced meanwhile; its own scan follows
     # converted related locations of re-read files may have other ranges now

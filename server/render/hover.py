@@ -91,6 +91,16 @@ def _status_text(snapshot: IndexSnapshot, record: VersionRecord, today: dt.date)
 # ------------------------------------------------------------------------------ citation
 
 
+def slip_hover(slip: str, hint: str, target: CitationTarget, snapshot: IndexSnapshot, config: Config,
+               today: dt.date) -> str:
+    """The hover of a citation id typed with an input-method slip (``refund＠2：１２``, a
+    ``malformed-citation`` with a fix): the diagnostic's explanation and hint, then the
+    citation hover of the id it means (``target`` holds the repaired id).
+    """
+    return "\n\n".join([f"**Input-method slip:** {_escape(slip)}", _escape(hint),
+                         f"It means {_code(target.citation.id)}:", citation_hover(target, snapshot, config, today)])
+
+
 def citation_hover(target: CitationTarget, snapshot: IndexSnapshot, config: Config, today: dt.date) -> str:
     """The Markdown hover of one citation (layout in the module docstring)."""
     ref = target.citation

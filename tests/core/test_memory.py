@@ -610,6 +610,29 @@ def test_the_python_api_checks_memory_claims_against_the_units_shown(ws: Workspa
     assert "invalid-context" in [d.name for d in bad.diagnostics]
 
 
+def test_an_entry_and_a_line_left_out_for_the_budget_get_one_wording(ws: Workspace) -> None:
+    """The "did not fit" invisible-source of a memory entry and of an evidence line come from
+    one helper (``Visibility.did_not_fit``): same message shape, same hint.
+    """
+    entry = ws.store.remember(SCOPE, KEY, "中文", approved_by="王芳")
+    line = "- 退货期限：签收后15天内"
+    text = "\r\n".join([
+        "---", "question: 用什么语言回复？退货期限？", f"fields: [{KEY}, 退货期限]",
+        "context: {query: 退货期限, memory: [学生-李华🎉], limit: 125, reserve: 100}", "---",
+        "回复时使用中文[^1]。退货期限是签收后15天内[^2]。𠮷", "",
+        f'[^1]: {entry.id} sha256:{entry.sha256[:12]} "{entry.quote}"',
+        f'[^2]: notice@1:5 sha256:{sha256(EVIDENCE)[:12]} "{line}"', "",
+    ])
+    report = check(ws, "answers/a.md", text)
+    memory, evidence = [f for f in report.findings if f.name == "invisible-source"]
+    assert memory.message.startswith(f"{entry.id} is supported by memory but was not in the compiled"
+                                     " context: the query ranked it, but its unit")
+    assert evidence.message.startswith("notice@1:5 is supported by the evidence but was not in the compiled"
+                                       " context: the query ranked it, but its unit")
+    assert memory.hint == evidence.hint
+    assert "Raise the query context's limit (or lower its reserve) so the unit fits" in memory.hint
+
+
 def test_a_memory_entry_a_query_context_named_but_could_not_fit_says_so(ws: Workspace) -> None:
     ws.store.remember(SCOPE, KEY, "中文", approved_by="王芳")
     tight = "{query: 退货期限, memory: [学生-李华🎉], limit: 125, reserve: 100}"
