@@ -385,15 +385,16 @@ class SqliteBackend:
         thread's own reader runs nothing while this thread closes, so it is closed here: a
         connection sits in a reference cycle with its statement cache, so only the cyclic
         garbage collector would free it (never, in a process that ends without teardown, as
-        the CLI's do: ``grounding.cli.QUICK_EXIT``), and SQLite checkpoints and removes the
-        WAL file when the last connection closes.
+        the CLI's do: ``grounding.cli.QUICK_EXIT``). SQLite checkpoints and removes the WAL
+        file when the last connection closes, if that connection may write: readers open
+        with ``mode=ro``, so the reader is closed before the writer.
         """
         self._closed = True
-        self.writer.close()
         own: sqlite3.Connection | None = getattr(self._local, "conn", None)
         self._local = threading.local()
         if own is not None:
             own.close()
+        self.writer.close()
         if self._temp_dir is not None:
             import shutil
 
