@@ -27,7 +27,7 @@ from typing import Protocol, TypeVar, cast
 from . import memory_store
 from .backend import FIELD_HEAD, Backend, Connection, text_hash
 from .conflicts import SOURCES_PER_VALUE
-from .derived import parse_content
+from .derived import KEPT_SOURCES, parse_content
 from .events import Event
 from .evidence import EvidenceDocument, FrontMatter, parse_field_line
 from .images import MEASUREMENT_VERSION, ImageDocument, Measurement, is_image_path
@@ -584,6 +584,73 @@ class SqlSnapshot(IndexSnapshot):
 
     def _read_summary(self, key: ConflictKey, stored: tuple[int, int, str, str], today: dt.date,
                       per_value: int) -> _Summary:
+        """The key's summary from ``key_values`` when it answers this snapshot
+        (:meth:`_kept_summary`), else from every active line (:meth:`_lines_summary`).
+        """
+        if per_value <= KEPT_SOURCES:
+            conn = self._conn()
+            with self._source.backend.read(conn):  # the head test and the rows: one committed state
+                if self._head_answers(conn):
+                    return self._kept_summary(conn, key, stored, today, per_value)
+        return self._lines_summary(key, stored, today, per_value)
+
+    HEAD_TEST = ("SELECT 1 FROM versions WHERE active_from > ? UNION ALL"
+                 " SELECT 1 FROM versions WHERE active_to > ?")
+
+    def _head_answers(self, conn: Connection) -> bool:
+        """Whether ``key_values`` (the summaries of the head of the log) holds this snapshot's:
+        no content became active or stopped being active after ``seq`` (two seeks on the
+        partial indexes of ``versions``). Later events that change no activity (memory
+        events, archives, unchanged rescans) leave the answer yes.
+        """
+        return conn.execute(self.HEAD_TEST + " LIMIT 1", (self.seq, self.seq)).fetchone() is None
+
+    def _kept_summary(self, conn: Connection, key: ConflictKey, stored: tuple[int, int, str, str],
+                      today: dt.date, per_value: int) -> _Summary:
+        """SPEC §7.4 from the rows kept at write time (``key_values``: the undated lines, already
+        counted per value with their first sources, in order of first source) and the key's
+        dated lines read live (``dated_lines``: active or not depending on ``today``), merged.
+        Reads one row per value, never one per line.
+        """
+        fh, sh, name, subject_text = stored
+        rows = conn.execute(
+            "SELECT norm, spelled, lines, sources FROM key_values WHERE fh = ? AND sh = ? AND field = ?"
+            " AND subject = ? ORDER BY first_doc, first_version, first_line", stored).fetchall()
+        active, params = self._active(today)
+        dated = conn.execute(
+            "SELECT d.norm, d.value, v.doc_id, v.version, d.line, d.content_id"
+            " FROM dated_lines AS d JOIN versions AS v ON v.content_id = d.content_id"
+            f" WHERE d.fh = ? AND d.sh = ? AND d.field = ? AND d.subject = ? AND {active}",
+            (*stored, *params)).fetchall()
+        parsed = json.loads("[" + ",".join([row[3] for row in rows]) + "]") if rows else []
+        # value -> [count, spelled, sources as (doc_id, version, line, content_id, value as written)]
+        groups: list[tuple[str, int, str, list[tuple[str, int, int, int, str]]]] = []
+        for (norm, spelled, lines, _text), items in zip(rows, parsed, strict=True):
+            first = norm if spelled is None else spelled
+            groups.append((norm, lines, first, [(d, v, line, cid, first if len(item) == 4 else item[4])
+                                                 for item in items[:max(per_value, 1)]
+                                                 for d, v, line, cid in (item[:4],)]))
+        if dated:
+            groups = _merge_dated(groups, dated, max(per_value, 1))
+        cids = sorted({src[3] for group in groups for src in group[3][:per_value]})
+        documents: dict[int, str] = {}
+        for start in range(0, len(cids), CONTENT_CHUNK):
+            chunk = cids[start:start + CONTENT_CHUNK]
+            chunk += [-1] * (CONTENT_CHUNK - len(chunk))
+            for cid, _doc_id, _version, path in conn.execute(CONTENT_DOCUMENTS, chunk):
+                documents[cid] = path
+        subject, _ = key
+        values = []
+        total = 0
+        for norm, lines, first, sources in groups:
+            total += lines
+            values.append(ValueGroup(norm, first, lines, tuple(
+                [KeyedLine(d, v, line, subject, name, value, documents[cid])
+                 for d, v, line, cid, value in sources[:per_value]])))
+        return _Summary(total, tuple(values))
+
+    def _lines_summary(self, key: ConflictKey, stored: tuple[int, int, str, str], today: dt.date,
+                       per_value: int) -> _Summary:
         """Every active line of the key, in (doc_id, version, line) order, grouped here: each
         value's count, its first spelling and its first ``per_value`` sources.
 
@@ -1157,6 +1224,29 @@ class SqlSnapshot(IndexSnapshot):
                 best[key] = row
         ordered = sorted(best.values(), key=lambda r: (r[4], r[0], r[2]))[:limit]
         return [SearchHit(r[0], r[1], r[2], r[3], r[4]) for r in ordered]
+
+
+def _merge_dated(groups: list[tuple[str, int, str, list[tuple[str, int, int, int, str]]]],
+                 dated: list[tuple[object, ...]], keep: int,
+                 ) -> list[tuple[str, int, str, list[tuple[str, int, int, int, str]]]]:
+    """Kept values (``(norm, count, first spelling, first sources)`` in order of first source)
+    with a key's active dated lines ``(norm, value or None, doc_id, version, line,
+    content_id)`` added: counts summed, first sources merged by (doc_id, version, line) and cut
+    to ``keep``, the first spelling that of the first source, values in order of first source.
+    """
+    counts = {norm: count for norm, count, _first, _sources in groups}
+    merged = {norm: list(sources) for norm, _count, _first, sources in groups}
+    for norm_, value, doc_id, version, line, cid in dated:
+        norm = str(norm_)
+        source = (str(doc_id), int(str(version)), int(str(line)), int(str(cid)), norm if value is None else str(value))
+        counts[norm] = counts.get(norm, 0) + 1
+        merged.setdefault(norm, []).append(source)
+    out = []
+    for norm, sources in merged.items():
+        sources.sort(key=lambda src: src[:3])
+        out.append((norm, counts[norm], sources[0][4], sources[:keep]))
+    out.sort(key=lambda group: group[3][0][:3])
+    return out
 
 
 def _upper(prefix: str) -> str | None:
