@@ -71,8 +71,9 @@ NEW_VALUE_BITS = 23
 was empty when it began (a cold index, a rebuild): a value whose bit is clear has no row
 yet, so it is inserted without a lookup. A set bit may be another value's (a lookup then)."""
 
-Source = tuple[str, int, int, int, str | None]
-"""A ``key_values`` source: (doc_id, version, line, content_id, value as written or None)."""
+Source = tuple[str, int, int, int, str, str | None]
+"""A ``key_values`` source: (doc_id, version, line, content_id, path, value as written or None
+where it is the normalised value)."""
 ValueKey = tuple[int, int, str, str, str]
 """A ``key_values`` row's value: (fh, sh, field, subject text, norm)."""
 
@@ -212,7 +213,7 @@ class Deriver:
             self._image_lines(doc, s, event, dated)
             return
         buffer, terms, hashed = self._lines, self._terms, self._hash
-        values, doc_id, version = self._values, event.doc_id, event.version
+        values, doc_id, version, path = self._values, event.doc_id, event.version, event.path
         for number, fl in doc.field_lines.items():
             name = fl.field
             fh = hashed(name)
@@ -228,7 +229,7 @@ class Deriver:
                 if change is None:
                     change = values[(fh, sh, name, subject, norm)] = [0, [], set()]
                 change[0] += 1
-                change[1].append((doc_id, version, number, s, written))
+                change[1].append((doc_id, version, number, s, path, written))
             if len(term) >= 2:
                 terms.add((term[:3], term[3:6] if len(term) >= 6 else "", term, "v", fh, sh, th))
             if name not in self._field_terms:
@@ -256,8 +257,8 @@ class Deriver:
             if dated:
                 self._dated.append((fh, sh, fl.field, subject, norm, written, number, s))
             else:
-                self._value_change((fh, sh, fl.field, subject, norm), 1, (event.doc_id, event.version, number, s,
-                                                                          written))
+                self._value_change((fh, sh, fl.field, subject, norm), 1,
+                                   (event.doc_id, event.version, number, s, event.path, written))
             self._regions.append((fl.field, fl.value, s, attribute_of_line(number)[0]))
             if fl.field not in self._image_fields:  # (the field name is no known term either)
                 self._image_fields.add(fl.field)
@@ -422,7 +423,7 @@ class Deriver:
             if len(sources) < min(lines, KEPT_SOURCES):  # a first source left: read the first ones again
                 sources = self._first_sources(value)
             first = sources[0]
-            spelled = norm if first[4] is None else first[4]
+            spelled = norm if first[5] is None else first[5]
             inserts.append((fh, sh, first[0], first[1], first[2], nh, lines, name, subject, norm,
                             None if spelled == norm else spelled, sources_text(sources, norm, spelled)))
         if deletes:
@@ -440,7 +441,7 @@ class Deriver:
         """
         fh, sh, name, subject, norm = value
         rows = self.conn.execute(
-            "SELECT v.doc_id, v.version, f.line, f.content_id, f.value"
+            "SELECT v.doc_id, v.version, f.line, f.content_id, v.path, f.value"
             " FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
             " WHERE f.fh = ? AND f.sh = ? AND f.th = ? AND f.field = ? AND f.norm = ?"
             " AND COALESCE(f.subject, v.subject) = ? AND v.active_from IS NOT NULL AND v.active_to IS NULL"
@@ -448,25 +449,27 @@ class Deriver:
             " ORDER BY v.doc_id, v.version, f.line LIMIT ?",
             (fh, sh, text_hash(norm.rstrip(VALUE_TRAILING_PUNCTUATION)), name, norm, subject,
              KEPT_SOURCES)).fetchall()
-        return [(str(r[0]), int(r[1]), int(r[2]), int(r[3]), None if r[4] is None else str(r[4])) for r in rows]
+        return [(str(r[0]), int(r[1]), int(r[2]), int(r[3]), str(r[4]), None if r[5] is None else str(r[5]))
+                for r in rows]
 
 
 def sources_text(sources: Sequence[Source], norm: str, spelled: str) -> str:
-    """``key_values.sources``: JSON ``[[doc_id, version, line, content_id(, value)], ...]``, the
-    value as written only where it is not ``spelled`` (the first source's; ``norm`` stands
-    for a source whose value is written as normalised, None in a :data:`Source`).
+    """``key_values.sources``: JSON ``[[doc_id, version, line, content_id, path(, value)], ...]``,
+    the value as written only where it is not ``spelled`` (the first source's; a source whose
+    value is written as normalised, None in a :data:`Source`, has the value ``norm``).
     """
-    return json.dumps([[d, v, line, cid] if (norm if written is None else written) == spelled
-                       else [d, v, line, cid, norm if written is None else written]
-                       for d, v, line, cid, written in sources], ensure_ascii=False, separators=(",", ":"))
+    return json.dumps([[d, v, line, cid, path] if (norm if written is None else written) == spelled
+                       else [d, v, line, cid, path, norm if written is None else written]
+                       for d, v, line, cid, path, written in sources], ensure_ascii=False, separators=(",", ":"))
 
 
 def sources_of(text: str, norm: str, spelled: str) -> list[Source]:
     """The sources of a ``key_values`` row, read back (:func:`sources_text`)."""
     out: list[Source] = []
     for item in json.loads(text):
-        value = spelled if len(item) == 4 else str(item[4])
-        out.append((str(item[0]), int(item[1]), int(item[2]), int(item[3]), None if value == norm else value))
+        value = spelled if len(item) == 5 else str(item[5])
+        out.append((str(item[0]), int(item[1]), int(item[2]), int(item[3]), str(item[4]),
+                    None if value == norm else value))
     return out
 
 

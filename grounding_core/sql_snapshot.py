@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar, cast
+from typing import Protocol, TypeVar, cast, overload
 
 from . import memory_store
 from .backend import FIELD_HEAD, Backend, Connection, text_hash
@@ -612,41 +612,26 @@ class SqlSnapshot(IndexSnapshot):
         dated lines read live (``dated_lines``: active or not depending on ``today``), merged.
         Reads one row per value, never one per line.
         """
-        fh, sh, name, subject_text = stored
+        name = stored[2]
         rows = conn.execute(
             "SELECT norm, spelled, lines, sources FROM key_values WHERE fh = ? AND sh = ? AND field = ?"
             " AND subject = ? ORDER BY first_doc, first_version, first_line", stored).fetchall()
         active, params = self._active(today)
         dated = conn.execute(
-            "SELECT d.norm, d.value, v.doc_id, v.version, d.line, d.content_id"
+            "SELECT d.norm, d.value, v.doc_id, v.version, d.line, v.path"
             " FROM dated_lines AS d JOIN versions AS v ON v.content_id = d.content_id"
             f" WHERE d.fh = ? AND d.sh = ? AND d.field = ? AND d.subject = ? AND {active}",
             (*stored, *params)).fetchall()
-        parsed = json.loads("[" + ",".join([row[3] for row in rows]) + "]") if rows else []
-        # value -> [count, spelled, sources as (doc_id, version, line, content_id, value as written)]
-        groups: list[tuple[str, int, str, list[tuple[str, int, int, int, str]]]] = []
-        for (norm, spelled, lines, _text), items in zip(rows, parsed, strict=True):
-            first = norm if spelled is None else spelled
-            groups.append((norm, lines, first, [(d, v, line, cid, first if len(item) == 4 else item[4])
-                                                 for item in items[:max(per_value, 1)]
-                                                 for d, v, line, cid in (item[:4],)]))
-        if dated:
-            groups = _merge_dated(groups, dated, max(per_value, 1))
-        cids = sorted({src[3] for group in groups for src in group[3][:per_value]})
-        documents: dict[int, str] = {}
-        for start in range(0, len(cids), CONTENT_CHUNK):
-            chunk = cids[start:start + CONTENT_CHUNK]
-            chunk += [-1] * (CONTENT_CHUNK - len(chunk))
-            for cid, _doc_id, _version, path in conn.execute(CONTENT_DOCUMENTS, chunk):
-                documents[cid] = path
         subject, _ = key
+        if dated:  # a key with dated lines: its kept values merged with them, sources made now
+            return _merged_summary(subject, name, rows, dated, max(per_value, 1), per_value)
         values = []
         total = 0
-        for norm, lines, first, sources in groups:
+        for norm, spelled, lines, text in rows:
+            first = norm if spelled is None else spelled
             total += lines
-            values.append(ValueGroup(norm, first, lines, tuple(
-                [KeyedLine(d, v, line, subject, name, value, documents[cid])
-                 for d, v, line, cid, value in sources[:per_value]])))
+            values.append(ValueGroup(norm, first, lines,
+                                     KeptSources(min(lines, per_value), text, subject, name, first)))
         return _Summary(total, tuple(values))
 
     def _lines_summary(self, key: ConflictKey, stored: tuple[int, int, str, str], today: dt.date,
@@ -1226,27 +1211,94 @@ class SqlSnapshot(IndexSnapshot):
         return [SearchHit(r[0], r[1], r[2], r[3], r[4]) for r in ordered]
 
 
-def _merge_dated(groups: list[tuple[str, int, str, list[tuple[str, int, int, int, str]]]],
-                 dated: list[tuple[object, ...]], keep: int,
-                 ) -> list[tuple[str, int, str, list[tuple[str, int, int, int, str]]]]:
-    """Kept values (``(norm, count, first spelling, first sources)`` in order of first source)
-    with a key's active dated lines ``(norm, value or None, doc_id, version, line,
-    content_id)`` added: counts summed, first sources merged by (doc_id, version, line) and cut
-    to ``keep``, the first spelling that of the first source, values in order of first source.
+class KeptSources(Sequence[KeyedLine]):
+    """A value's first sources as ``key_values`` holds them (JSON, :func:`derived.sources_text`),
+    made into :class:`KeyedLine` objects when first read (a first check lists 16,000 related
+    sources on Debian and reads a few; SPEC §7.4 related information is built on demand,
+    ``model.DeferredLocations``). Its length is known without reading: ``min(lines, per_value)``
+    (a row keeps ``min(lines, KEPT_SOURCES)`` sources). Compares and hashes as the tuple of its
+    items; immutable; a second thread reading it at once makes an equal tuple.
     """
-    counts = {norm: count for norm, count, _first, _sources in groups}
-    merged = {norm: list(sources) for norm, _count, _first, sources in groups}
-    for norm_, value, doc_id, version, line, cid in dated:
+
+    __slots__ = ("_field", "_items", "_length", "_spelled", "_subject", "_text")
+
+    def __init__(self, length: int, text: str, subject: str | None, field_name: str, spelled: str) -> None:
+        self._length = length
+        self._text = text
+        self._subject = subject
+        self._field = field_name
+        self._spelled = spelled
+        self._items: tuple[KeyedLine, ...] | None = None
+
+    def items(self) -> tuple[KeyedLine, ...]:
+        """The sources, as a tuple (made once)."""
+        items = self._items
+        if items is None:
+            subject, name, spelled = self._subject, self._field, self._spelled
+            items = tuple([KeyedLine(item[0], item[1], item[2], subject, name,
+                                     spelled if len(item) == 5 else item[5], item[4])
+                           for item in json.loads(self._text)[:self._length]])
+            self._items = items
+        return items
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> KeyedLine: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[KeyedLine, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> KeyedLine | tuple[KeyedLine, ...]:
+        return self.items()[index]
+
+    def __iter__(self) -> Iterator[KeyedLine]:
+        return iter(self.items())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, KeptSources):
+            return self.items() == other.items()
+        if isinstance(other, tuple):
+            return self.items() == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.items())
+
+    def __repr__(self) -> str:
+        return repr(self.items())
+
+
+def _merged_summary(subject: str | None, name: str, rows: list[tuple[object, ...]],
+                    dated: list[tuple[object, ...]], keep: int, per_value: int) -> _Summary:
+    """A key's kept values (``key_values`` rows ``(norm, spelled, lines, sources)`` in order of
+    first source) with its active dated lines ``(norm, value or None, doc_id, version, line,
+    path)`` added: counts summed, first sources merged by (doc_id, version, line) and cut to
+    ``keep``, the first spelling that of the first source, values in order of first source.
+    """
+    counts: dict[str, int] = {}
+    merged: dict[str, list[KeyedLine]] = {}
+    for norm_, spelled_, lines, text in rows:
         norm = str(norm_)
-        source = (str(doc_id), int(str(version)), int(str(line)), int(str(cid)), norm if value is None else str(value))
+        spelled = norm if spelled_ is None else str(spelled_)
+        counts[norm] = int(str(lines))
+        merged[norm] = list(KeptSources(min(int(str(lines)), keep), str(text), subject, name, spelled))
+    for norm_, value, doc_id, version, line, path in dated:
+        norm = str(norm_)
         counts[norm] = counts.get(norm, 0) + 1
-        merged.setdefault(norm, []).append(source)
-    out = []
+        merged.setdefault(norm, []).append(KeyedLine(str(doc_id), int(str(version)), int(str(line)), subject, name,
+                                                     norm if value is None else str(value), str(path)))
+    groups = []
     for norm, sources in merged.items():
-        sources.sort(key=lambda src: src[:3])
-        out.append((norm, counts[norm], sources[0][4], sources[:keep]))
-    out.sort(key=lambda group: group[3][0][:3])
-    return out
+        sources.sort(key=lambda kl: kl.identity)
+        groups.append(ValueGroup(norm, sources[0].value, counts[norm], tuple(sources[:per_value])))
+    groups.sort(key=lambda group: _first_identity(merged[group.normalized]))
+    return _Summary(sum(counts.values()), tuple(groups))
+
+
+def _first_identity(sources: list[KeyedLine]) -> LineIdentity:
+    return sources[0].identity
 
 
 def _upper(prefix: str) -> str | None:
