@@ -17,10 +17,10 @@ import psycopg
 import pytest
 from PIL import Image, ImageDraw
 
+from grounding_core.backend import DERIVED_VERSION
 from grounding_core.config import load_config
 from grounding_core.model import Status
 from grounding_core.question import answer_question
-from grounding_core.backend import DERIVED_VERSION
 from grounding_core.store import Store
 from grounding_core.workspace import Workspace
 from tests.postgres.test_shared_index import cli, settings_of, write
