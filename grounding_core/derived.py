@@ -71,11 +71,18 @@ NEW_VALUE_BITS = 23
 was empty when it began (a cold index, a rebuild): a value whose bit is clear has no row
 yet, so it is inserted without a lookup. A set bit may be another value's (a lookup then)."""
 
+KEPT_SQL = "(subject = '' AND effective_from IS NULL AND effective_until IS NULL)"
+"""A ``versions`` row whose lines ``key_values`` keeps: no subject, undated (an image is not
+either: :func:`_deactivate` looks at the path before anything is parsed)."""
+
+NO_SUBJECT = text_hash("")
+"""``sh`` of the lines of documents without a subject: the keys ``key_values`` keeps."""
+
 Source = tuple[str, int, int, int, str, str | None]
 """A ``key_values`` source: (doc_id, version, line, content_id, path, value as written or None
 where it is the normalised value)."""
-ValueKey = tuple[int, int, str, str, str]
-"""A ``key_values`` row's value: (fh, sh, field, subject text, norm)."""
+ValueKey = tuple[int, int, str, str]
+"""A ``key_values`` row's value: (fh, th, field, norm) of a key without a subject."""
 
 
 def fingerprint(settings: ParseSettings) -> str:
@@ -144,7 +151,9 @@ class Deriver:
         self._values: dict[ValueKey, list[Any]] = {}
         """Changes to ``key_values`` not yet written: value -> [lines added - removed, sources
         added, (content_id, line) of sources removed]."""
-        self._dated: list[tuple[int, int, str, str, str, str | None, int, int]] = []
+        self._kept: dict[int, tuple[str, int, str, bool]] = {}
+        """Contents derived since the last flush whose lines ``key_values`` keeps (undated, text,
+        no subject) or ``dated_lines`` holds (dated): content_id -> (doc_id, version, path, dated)."""
         self._new_values: bytearray | None = None
         """Bits of the values written since ``key_values`` was empty (None: not known empty)."""
         self._values_checked = False
@@ -165,7 +174,7 @@ class Deriver:
         conn, s = self.conn, event.seq
         prev = conn.execute(
             "SELECT content_id, first_sha256, active_from IS NOT NULL AND active_to IS NULL,"
-            " effective_from IS NOT NULL OR effective_until IS NOT NULL FROM versions"
+            f" {KEPT_SQL} FROM versions"
             " WHERE doc_id = ? AND version = ? AND current_to IS NULL",
             (event.doc_id, event.version)).fetchone()
         newest = conn.execute("SELECT MAX(version) FROM versions WHERE doc_id = ?",
@@ -176,17 +185,17 @@ class Deriver:
                 " AND active_to IS NULL THEN ? ELSE active_to END WHERE content_id = ?",
                 (s, s, prev[0]))
             self.activity_changed.add(int(prev[0]))
-            if prev[2] and not prev[3]:
+            if prev[2] and prev[3]:
                 self._deactivate(int(prev[0]))
         if newest is not None and event.version > newest:
-            for cid, dated in conn.execute(
-                    "SELECT content_id, effective_from IS NOT NULL OR effective_until IS NOT NULL"
+            for cid, kept in conn.execute(
+                    f"SELECT content_id, {KEPT_SQL}"
                     " FROM versions WHERE doc_id = ? AND version = ?"
                     " AND current_to IS NULL AND active_from IS NOT NULL AND active_to IS NULL",
                     (event.doc_id, newest)).fetchall():
                 conn.execute("UPDATE versions SET active_to = ? WHERE content_id = ?", (s, cid))
                 self.activity_changed.add(int(cid))
-                if not dated:
+                if kept:
                     self._deactivate(int(cid))
         front = doc.front
         active = (newest is None or event.version >= newest) and front.status != "revoked"
@@ -208,28 +217,20 @@ class Deriver:
         if doc.subject and doc.field_lines:  # question hook (SPEC §13): a known subject
             self._subjects.append((sh, s))
             self._names.add(("s", doc.subject))
-        dated = front.effective_from is not None or front.effective_until is not None
         if isinstance(doc, ImageDocument):
-            self._image_lines(doc, s, event, dated)
+            self._image_lines(doc, s)
             return
+        if not subject:  # key_values (undated) or dated_lines (dated) take its lines at the flush
+            self._kept[s] = (event.doc_id, event.version, event.path,
+                             front.effective_from is not None or front.effective_until is not None)
         buffer, terms, hashed = self._lines, self._terms, self._hash
-        values, doc_id, version, path = self._values, event.doc_id, event.version, event.path
         for number, fl in doc.field_lines.items():
             name = fl.field
             fh = hashed(name)
             norm = normalize_fast(fl.value)
             term = norm.rstrip(VALUE_TRAILING_PUNCTUATION)
             th = text_hash(term)
-            written = None if norm == fl.value else fl.value
-            buffer.append((fh, sh, th, name, norm, written, number, s, None))
-            if dated:
-                self._dated.append((fh, sh, name, subject, norm, written, number, s))
-            else:
-                change = values.get((fh, sh, name, subject, norm))
-                if change is None:
-                    change = values[(fh, sh, name, subject, norm)] = [0, [], set()]
-                change[0] += 1
-                change[1].append((doc_id, version, number, s, path, written))
+            buffer.append((fh, sh, th, name, norm, None if norm == fl.value else fl.value, number, s, None))
             if len(term) >= 2:
                 terms.add((term[:3], term[3:6] if len(term) >= 6 else "", term, "v", fh, sh, th))
             if name not in self._field_terms:
@@ -244,21 +245,16 @@ class Deriver:
         if len(buffer) >= BATCH_LINES:
             self.flush()
 
-    def _image_lines(self, doc: ImageDocument, s: int, event: Event, dated: bool) -> None:
+    def _image_lines(self, doc: ImageDocument, s: int) -> None:
         """An image version's attributes: field lines keyed ``(SUBJECT#rN, FIELD)`` and
         ``region_values`` rows; no known terms, no full-text rows (module docstring).
         """
         for number, fl in doc.field_lines.items():
             subject = doc.line_subject(number)
             norm = normalize_fast(fl.value)
-            fh, sh, written = self._hash(fl.field), self._hash(subject), None if norm == fl.value else fl.value
-            self._lines.append((fh, sh, text_hash(norm.rstrip(VALUE_TRAILING_PUNCTUATION)), fl.field, norm,
-                                written, number, s, subject))
-            if dated:
-                self._dated.append((fh, sh, fl.field, subject, norm, written, number, s))
-            else:
-                self._value_change((fh, sh, fl.field, subject, norm), 1,
-                                   (event.doc_id, event.version, number, s, event.path, written))
+            self._lines.append((self._hash(fl.field), self._hash(subject),
+                                text_hash(norm.rstrip(VALUE_TRAILING_PUNCTUATION)), fl.field, norm,
+                                None if norm == fl.value else fl.value, number, s, subject))
             self._regions.append((fl.field, fl.value, s, attribute_of_line(number)[0]))
             if fl.field not in self._image_fields:  # (the field name is no known term either)
                 self._image_fields.add(fl.field)
@@ -278,7 +274,7 @@ class Deriver:
     def _revoke(self, event: Event) -> None:
         row = self.conn.execute(
             "SELECT content_id, active_from, active_to,"
-            " effective_from IS NOT NULL OR effective_until IS NOT NULL FROM versions"
+            f" {KEPT_SQL} FROM versions"
             " WHERE doc_id = ? AND version = ? AND current_to IS NULL",
             (event.doc_id, event.version)).fetchone()
         if row is None:
@@ -289,38 +285,33 @@ class Deriver:
         if row[1] is not None and row[2] is None:
             self.conn.execute("UPDATE versions SET active_to = ? WHERE content_id = ?", (event.seq, cid))
             self.activity_changed.add(cid)
-            if not row[3]:
+            if row[3]:
                 self._deactivate(cid)
 
     # -- key summaries kept at write time (key_values) -----------------------------------------
 
-    def _value_change(self, value: ValueKey, lines: int, added: Source | None = None,
-                      removed: tuple[int, int] | None = None) -> None:
-        change = self._values.get(value)
-        if change is None:
-            change = self._values[value] = [0, [], set()]
-        change[0] += lines
-        if added is not None:
-            change[1].append(added)
-        if removed is not None:
-            change[2].add(removed)
-
     def _deactivate(self, content_id: int) -> None:
-        """An undated content that was active stops being active: its field lines leave their
-        values' counts and first sources (its text is parsed again, as when it was imported).
+        """A content whose lines ``key_values`` keeps stops being active: its field lines leave
+        their values' counts and first sources (its text is parsed again, as when imported).
         """
         row = self.conn.execute(
             "SELECT seq, kind, doc_id, version, sha256, path, text, declared, reason FROM events WHERE seq = ?",
             (content_id,)).fetchone()
-        if row is None:
+        if row is None or is_image_path(str(row[5])):
             return
         doc = parse_content(event_of(row), self.settings)
-        subject = doc.subject or ""
+        changes = self._values
         for number, fl in doc.field_lines.items():
-            line_subject = doc.line_subject(number) if isinstance(doc, ImageDocument) else subject
-            self._value_change((self._hash(fl.field), self._hash(line_subject), fl.field, line_subject,
-                                normalize_fast(fl.value)), -1, removed=(content_id, number))
-        if len(self._values) >= BATCH_LINES:
+            norm = normalize_fast(fl.value)
+            value = (self._hash(fl.field), text_hash(norm.rstrip(VALUE_TRAILING_PUNCTUATION)), fl.field, norm)
+            change = changes.get(value)
+            if change is None:
+                change = changes[value] = [0, [], set()]
+            elif change[2] is None:
+                change[2] = set()
+            change[0] -= 1
+            change[2].add((content_id, number))
+        if len(changes) >= BATCH_LINES:
             self.flush()
 
     # -- buffered rows -------------------------------------------------------------------------
@@ -341,7 +332,7 @@ class Deriver:
         if fields:
             self.backend.write_fields(self.conn, fields)
         self._write_names()
-        self._write_values()
+        self._write_values(lines)
         if len(self._field_terms) > KEY_CACHE:
             self._field_terms.clear()
 
@@ -370,22 +361,39 @@ class Deriver:
             self._names_written.add((kind, name))
 
 
-    def _write_values(self) -> None:
-        """Apply the buffered changes to ``key_values`` (after the field lines are written:
-        a value left with fewer kept sources than lines reads its first ones from them) and
-        write the buffered ``dated_lines``. Per changed value: one lookup (none for a value
-        new to a table that was empty: :data:`NEW_VALUE_BITS`), its row deleted and written
-        again; every delete before every insert (a replaced content's line can be the first
-        source of another value of the same key).
+    def _write_values(self, lines: Sequence[tuple[int, int, int, str, str, str | None, int, int, str | None]],
+                      ) -> None:
+        """Apply the changes to ``key_values`` (the lines just written of the contents it keeps,
+        and the lines of contents that stopped being active) and write ``dated_lines``. Per
+        changed value: one lookup (none for a value new to a table that was empty:
+        :data:`NEW_VALUE_BITS`), its row deleted and written again; every delete before every
+        insert (a replaced content's line can be the first source of another value of the key).
+        A value left with fewer kept sources than lines reads its first ones from
+        ``field_lines`` (written already).
         """
-        dated, self._dated = self._dated, []
-        if dated:
-            self.conn.executemany("INSERT INTO dated_lines (fh, sh, field, subject, norm, value, line, content_id)"
-                                  " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", dated)
+        kept, self._kept = self._kept, {}
         changes, self._values = self._values, {}
+        dated = []
+        for fh, sh, th, name, norm, written, number, cid, line_subject in lines:
+            content = kept.get(cid)
+            if content is None or line_subject is not None:
+                continue
+            doc_id, version, path, is_dated = content
+            if is_dated:
+                dated.append((fh, sh, name, "", norm, written, number, cid))
+                continue
+            change = changes.get((fh, th, name, norm))
+            if change is None:
+                changes[(fh, th, name, norm)] = [1, [(doc_id, version, number, cid, path, written)], None]
+            else:
+                change[0] += 1
+                change[1].append((doc_id, version, number, cid, path, written))
+        conn = self.conn
+        if dated:
+            conn.executemany("INSERT INTO dated_lines (fh, sh, field, subject, norm, value, line, content_id)"
+                             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", dated)
         if not changes:
             return
-        conn = self.conn
         if not self._values_checked:
             self._values_checked = True
             if conn.execute("SELECT 1 FROM key_values LIMIT 1").fetchone() is None:
@@ -394,44 +402,53 @@ class Deriver:
         mask = (1 << NEW_VALUE_BITS) - 1
         deletes: list[tuple[int, int, str, int, int]] = []
         inserts: list[tuple[object, ...]] = []
-        for value, (lines, added, removed) in changes.items():
-            fh, sh, name, subject, norm = value
-            nh = text_hash(norm)
+        for value, (count, added, removed) in changes.items():
+            fh, th, name, norm = value
             old = None
+            seen = True
             if bits is not None:
-                bit = (nh ^ fh ^ (sh << 1)) & mask
-                seen = bits[bit >> 3] & (1 << (bit & 7))
+                bit = (th ^ (fh << 1)) & mask
+                seen = bool(bits[bit >> 3] & (1 << (bit & 7)))
                 bits[bit >> 3] |= 1 << (bit & 7)
-            if bits is None or seen:
+            if seen:
                 old = conn.execute(
                     "SELECT first_doc, first_version, first_line, lines, spelled, sources FROM key_values"
-                    " WHERE fh = ? AND sh = ? AND nh = ? AND field = ? AND subject = ? AND norm = ?",
-                    (fh, sh, nh, name, subject, norm)).fetchone()
-            sources: list[Source] = []
-            if old is not None:
-                deletes.append((fh, sh, str(old[0]), int(old[1]), int(old[2])))
-                lines += int(old[3])
-                sources = sources_of(str(old[5]), norm, norm if old[4] is None else str(old[4]))
-            if lines <= 0:
-                continue
-            if removed:
-                sources = [src for src in sources if (src[3], src[2]) not in removed]
-                added = [src for src in added if (src[3], src[2]) not in removed]
-            sources.extend(added)
-            sources.sort()
-            del sources[KEPT_SOURCES:]
-            if len(sources) < min(lines, KEPT_SOURCES):  # a first source left: read the first ones again
-                sources = self._first_sources(value)
+                    " WHERE fh = ? AND sh = ? AND th = ? AND field = ? AND subject = '' AND norm = ?",
+                    (fh, NO_SUBJECT, th, name, norm)).fetchone()
+            sources: list[Source]
+            if old is None and removed is None:  # a new value (a cold index: nearly all of them)
+                if count <= 0:
+                    continue
+                sources = added
+                if len(sources) > 1:
+                    sources.sort()
+                    del sources[KEPT_SOURCES:]
+            else:
+                sources = []
+                if old is not None:
+                    deletes.append((fh, NO_SUBJECT, str(old[0]), int(old[1]), int(old[2])))
+                    count += int(old[3])
+                    sources = sources_of(str(old[5]), norm, norm if old[4] is None else str(old[4]))
+                if count <= 0:
+                    continue
+                if removed:
+                    sources = [src for src in sources if (src[3], src[2]) not in removed]
+                    added = [src for src in added if (src[3], src[2]) not in removed]
+                sources.extend(added)
+                sources.sort()
+                del sources[KEPT_SOURCES:]
+                if len(sources) < min(count, KEPT_SOURCES):  # a first source left: read the first ones again
+                    sources = self._first_sources(value)
             first = sources[0]
             spelled = norm if first[5] is None else first[5]
-            inserts.append((fh, sh, first[0], first[1], first[2], nh, lines, name, subject, norm,
+            inserts.append((fh, NO_SUBJECT, first[0], first[1], first[2], th, count, name, "", norm,
                             None if spelled == norm else spelled, sources_text(sources, norm, spelled)))
         if deletes:
             conn.executemany("DELETE FROM key_values WHERE fh = ? AND sh = ? AND first_doc = ?"
                              " AND first_version = ? AND first_line = ?", sorted(deletes))
         if inserts:
-            inserts.sort(key=lambda r: r[:5])  # in the table's order: each page visited once
-            conn.executemany("INSERT INTO key_values (fh, sh, first_doc, first_version, first_line, nh, lines,"
+            inserts.sort()  # in the table's order (its key, the first 5 columns, is unique): each page once
+            conn.executemany("INSERT INTO key_values (fh, sh, first_doc, first_version, first_line, th, lines,"
                              " field, subject, norm, spelled, sources) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                              inserts)
 
@@ -439,16 +456,15 @@ class Deriver:
         """The first :data:`KEPT_SOURCES` undated lines of ``value`` active at the head, by
         (doc_id, version, line): one index range of the value's term in ``field_lines``.
         """
-        fh, sh, name, subject, norm = value
+        fh, th, name, norm = value
         rows = self.conn.execute(
             "SELECT v.doc_id, v.version, f.line, f.content_id, v.path, f.value"
             " FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
-            " WHERE f.fh = ? AND f.sh = ? AND f.th = ? AND f.field = ? AND f.norm = ?"
-            " AND COALESCE(f.subject, v.subject) = ? AND v.active_from IS NOT NULL AND v.active_to IS NULL"
+            " WHERE f.fh = ? AND f.sh = ? AND f.th = ? AND f.field = ? AND f.norm = ? AND f.subject IS NULL"
+            " AND v.subject = '' AND v.active_from IS NOT NULL AND v.active_to IS NULL"
             " AND v.effective_from IS NULL AND v.effective_until IS NULL"
             " ORDER BY v.doc_id, v.version, f.line LIMIT ?",
-            (fh, sh, text_hash(norm.rstrip(VALUE_TRAILING_PUNCTUATION)), name, norm, subject,
-             KEPT_SOURCES)).fetchall()
+            (fh, NO_SUBJECT, th, name, norm, KEPT_SOURCES)).fetchall()
         return [(str(r[0]), int(r[1]), int(r[2]), int(r[3]), str(r[4]), None if r[5] is None else str(r[5]))
                 for r in rows]
 
@@ -458,9 +474,13 @@ def sources_text(sources: Sequence[Source], norm: str, spelled: str) -> str:
     the value as written only where it is not ``spelled`` (the first source's; a source whose
     value is written as normalised, None in a :data:`Source`, has the value ``norm``).
     """
-    return json.dumps([[d, v, line, cid, path] if (norm if written is None else written) == spelled
-                       else [d, v, line, cid, path, norm if written is None else written]
-                       for d, v, line, cid, path, written in sources], ensure_ascii=False, separators=(",", ":"))
+    return _encode([[d, v, line, cid, path] if (norm if written is None else written) == spelled
+                    else [d, v, line, cid, path, norm if written is None else written]
+                    for d, v, line, cid, path, written in sources])
+
+
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+"""JSON of a value's sources (one encoder: ``json.dumps`` with options makes one per call)."""
 
 
 def sources_of(text: str, norm: str, spelled: str) -> list[Source]:

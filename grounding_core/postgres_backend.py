@@ -159,7 +159,7 @@ CREATE TABLE IF NOT EXISTS key_values (
   first_doc {T} NOT NULL,
   first_version BIGINT NOT NULL,
   first_line BIGINT NOT NULL,
-  nh BIGINT NOT NULL,
+  th BIGINT NOT NULL,
   lines BIGINT NOT NULL,
   field {T} NOT NULL,
   subject {T} NOT NULL,
@@ -168,7 +168,7 @@ CREATE TABLE IF NOT EXISTS key_values (
   sources {T} NOT NULL,
   PRIMARY KEY (fh, sh, first_doc, first_version, first_line)
 );
-CREATE INDEX IF NOT EXISTS key_values_value ON key_values (fh, sh, nh);
+CREATE INDEX IF NOT EXISTS key_values_value ON key_values (fh, sh, th);
 CREATE TABLE IF NOT EXISTS dated_lines (
   fh BIGINT NOT NULL,
   sh BIGINT NOT NULL,

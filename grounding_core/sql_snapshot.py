@@ -587,7 +587,7 @@ class SqlSnapshot(IndexSnapshot):
         """The key's summary from ``key_values`` when it answers this snapshot
         (:meth:`_kept_summary`), else from every active line (:meth:`_lines_summary`).
         """
-        if per_value <= KEPT_SOURCES:
+        if per_value <= KEPT_SOURCES and not stored[3]:  # a key without a subject (derived.KEPT_SQL)
             conn = self._conn()
             with self._source.backend.read(conn):  # the head test and the rows: one committed state
                 if self._head_answers(conn):

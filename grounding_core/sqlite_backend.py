@@ -188,7 +188,7 @@ CREATE TABLE IF NOT EXISTS key_values (
   first_doc TEXT NOT NULL,
   first_version INTEGER NOT NULL,
   first_line INTEGER NOT NULL,
-  nh INTEGER NOT NULL,
+  th INTEGER NOT NULL,
   lines INTEGER NOT NULL,
   field TEXT NOT NULL,
   subject TEXT NOT NULL,
@@ -197,7 +197,7 @@ CREATE TABLE IF NOT EXISTS key_values (
   sources TEXT NOT NULL,
   PRIMARY KEY (fh, sh, first_doc, first_version, first_line)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS key_values_value ON key_values (fh, sh, nh);
+CREATE INDEX IF NOT EXISTS key_values_value ON key_values (fh, sh, th);
 CREATE TABLE IF NOT EXISTS dated_lines (
   fh INTEGER NOT NULL,
   sh INTEGER NOT NULL,

@@ -10,7 +10,8 @@ check, after each change, that:
 - the kept summary equals the one read from every active line (``_lines_summary``) and the
   in-memory oracle replaying the same events from scratch, for several dates and sizes;
 - the head really answers from ``key_values`` (its rows are the values expected), and an
-  older ``replay(n)`` falls back to ``field_lines`` and still answers exactly.
+  older ``replay(n)`` falls back to ``field_lines`` and still answers exactly; keys of a
+  subject are not kept (``derived.KEPT_SQL``) and read from ``field_lines``.
 """
 
 from __future__ import annotations
@@ -135,10 +136,14 @@ def test_full_width_digits_and_colons_agree_with_ascii_in_the_kept_values(folder
         ("周三16:30🎉", "周三16:30 🎉", 1, ["d@1:1"]),
     ]
     assert values(snapshot, ("𠮷野家", "活动时间")) == [("周五", "周五", 1, ["e@1:4"])]
+    # keys without a subject are kept; a subject's keys (scoped to its documents) are read live
     assert folder.rows() == [("活动时间", "", "周三16:30🎉", 1, ["d"]),
-                             ("活动时间", "", "周四16:30", 3, ["a", "b", "c"]),
-                             ("活动时间", "𠮷野家", "周五", 1, ["e"])]
+                             ("活动时间", "", "周四16:30", 3, ["a", "b", "c"])]
     agrees(snapshot, folder.oracle(), TIME, head=True)
+    subject_key: ConflictKey = ("𠮷野家", "活动时间")
+    assert kept(snapshot, subject_key, TODAY, 5).values == ()  # no rows: the summary is the lines'
+    assert SqlSnapshot(folder.store, snapshot.seq).key_summary(subject_key, TODAY) == \
+        folder.oracle().key_summary(subject_key, TODAY)
     assert snapshot.key_summary(TIME, TODAY).values[0].sources[1].value == "周四１６：３０"
 
 

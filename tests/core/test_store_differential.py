@@ -239,12 +239,12 @@ def _compare(ours: IndexSnapshot, oracle: IndexSnapshot, store: Store, drafts: l
 
 def _kept_like_lines(ours: SqlSnapshot, key: Any, today: dt.date) -> None:
     """Where the head of the log answers ``ours`` (no activity changed after its ``n``), the
-    summaries kept at write time (``key_values`` + the dated lines read live) equal those
+    summaries kept at write time of keys without a subject (``key_values`` + the dated lines read live) equal those
     read from every active line, for every size asked (SPEC §7.4's 5, the evidence findings'
     6, none); elsewhere the kept ones are not used.
     """
     stored = ours._key(key)
-    if stored is None:
+    if stored is None or stored[3]:  # only keys without a subject are kept (derived.KEPT_SQL)
         return
     conn = ours._conn()
     with ours._source.backend.read(conn):
@@ -258,7 +258,7 @@ def _kept_like_lines(ours: SqlSnapshot, key: Any, today: dt.date) -> None:
 def _kept_rows(store: Store) -> list[tuple[Any, ...]]:
     """``key_values`` and ``dated_lines`` as plain rows (what the head's summaries are made of)."""
     conn = store.backend.reader()
-    kept = conn.execute("SELECT fh, sh, first_doc, first_version, first_line, nh, lines, field, subject, norm,"
+    kept = conn.execute("SELECT fh, sh, first_doc, first_version, first_line, th, lines, field, subject, norm,"
                         " spelled, sources FROM key_values").fetchall()
     dated = conn.execute("SELECT fh, sh, field, subject, norm, value, line, content_id FROM dated_lines").fetchall()
     return sorted(tuple(r) for r in kept) + sorted(tuple(r) for r in dated)
