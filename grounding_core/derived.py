@@ -400,7 +400,7 @@ class Deriver:
                 self._new_values = bytearray(1 << (NEW_VALUE_BITS - 3))
         bits = self._new_values
         mask = (1 << NEW_VALUE_BITS) - 1
-        deletes: list[tuple[int, int, str, int, int]] = []
+        deletes: list[tuple[int, int, int, str, int, int]] = []
         inserts: list[tuple[object, ...]] = []
         for value, (count, added, removed) in changes.items():
             fh, th, name, norm = value
@@ -426,7 +426,7 @@ class Deriver:
             else:
                 sources = []
                 if old is not None:
-                    deletes.append((fh, NO_SUBJECT, str(old[0]), int(old[1]), int(old[2])))
+                    deletes.append((fh, NO_SUBJECT, th, str(old[0]), int(old[1]), int(old[2])))
                     count += int(old[3])
                     sources = sources_of(str(old[5]), norm, norm if old[4] is None else str(old[4]))
                 if count <= 0:
@@ -441,14 +441,14 @@ class Deriver:
                     sources = self._first_sources(value)
             first = sources[0]
             spelled = norm if first[5] is None else first[5]
-            inserts.append((fh, NO_SUBJECT, first[0], first[1], first[2], th, count, name, "", norm,
+            inserts.append((fh, NO_SUBJECT, th, first[0], first[1], first[2], count, name, "", norm,
                             None if spelled == norm else spelled, sources_text(sources, norm, spelled)))
         if deletes:
-            conn.executemany("DELETE FROM key_values WHERE fh = ? AND sh = ? AND first_doc = ?"
+            conn.executemany("DELETE FROM key_values WHERE fh = ? AND sh = ? AND th = ? AND first_doc = ?"
                              " AND first_version = ? AND first_line = ?", sorted(deletes))
         if inserts:
-            inserts.sort()  # in the table's order (its key, the first 5 columns, is unique): each page once
-            conn.executemany("INSERT INTO key_values (fh, sh, first_doc, first_version, first_line, th, lines,"
+            inserts.sort()  # in the table's order (its key, the first 6 columns, is unique): each page once
+            conn.executemany("INSERT INTO key_values (fh, sh, th, first_doc, first_version, first_line, lines,"
                              " field, subject, norm, spelled, sources) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                              inserts)
 

@@ -166,9 +166,8 @@ CREATE TABLE IF NOT EXISTS key_values (
   norm {T} NOT NULL,
   spelled {T},
   sources {T} NOT NULL,
-  PRIMARY KEY (fh, sh, first_doc, first_version, first_line)
+  PRIMARY KEY (fh, sh, th, first_doc, first_version, first_line)
 );
-CREATE INDEX IF NOT EXISTS key_values_value ON key_values (fh, sh, th);
 CREATE TABLE IF NOT EXISTS dated_lines (
   fh BIGINT NOT NULL,
   sh BIGINT NOT NULL,

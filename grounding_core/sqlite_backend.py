@@ -35,18 +35,20 @@ Schema (``PRAGMA user_version`` = :data:`LAYOUT`; older layouts are migrated on 
   are those anchored at one of its 2- or 3-grams whose next piece is also one of its 3-grams
   (a common start such as ``南广场`` no longer brings thousands of candidates).
 - ``key_values`` — SPEC §7.4's key summaries kept at write time, for the *head* of the log
-  (the state after the last commit) and the lines of undated contents only: one row per
-  (conflict key, normalised value) with its count of active lines, its first spelling
-  (``spelled``, NULL when it is ``norm``) and its first :data:`~grounding_core.derived.KEPT_SOURCES`
-  sources by (doc_id, version, line) as JSON ``[doc_id, version, line, content_id(, value)]``
-  (the value only where it is not the first spelling). Clustered by (key hashes, first
-  source), so a key's values are one contiguous range in SPEC §7.4's order; found for
-  maintenance by (fh, sh, nh = hash of ``norm``). ``grounding_core.derived`` keeps it, in the
-  events' transaction; a snapshot it cannot answer (an older ``n``, more sources per value)
-  reads ``field_lines`` (``grounding_core.sql_snapshot``).
-- ``dated_lines`` — the field lines of contents with ``effective_from`` or
-  ``effective_until`` (their activity depends on "today", a query parameter), copied here
-  so that a summary reads them live by key (never kept in ``key_values``).
+  (the state after the last commit), of the keys without a subject and the lines of undated
+  contents only (``derived.KEPT_SQL``): one row per (key, normalised value) with its count of
+  active lines, its first spelling (``spelled``, NULL when it is ``norm``) and its first
+  :data:`~grounding_core.derived.KEPT_SOURCES` sources by (doc_id, version, line) as JSON
+  ``[doc_id, version, line, content_id, path(, value)]`` (the value only where it is not the
+  first spelling). Clustered by (fh, sh, th, first source): a key's values are one
+  contiguous range (sorted by first source when read: a few thousand rows at most), and a
+  value is found for maintenance by its term hash ``th`` (as in ``field_lines``; values
+  sharing a term, ``南广场`` and ``南广场。``, differ in first source). ``grounding_core.derived``
+  keeps it in the events' transaction; a snapshot it cannot answer (an older ``n``, more
+  sources per value, a key with a subject) reads ``field_lines`` (``grounding_core.sql_snapshot``).
+- ``dated_lines`` — the field lines of those keys from contents with ``effective_from`` or
+  ``effective_until`` (active or not depending on "today", a query parameter), so that a
+  kept summary reads them live by key.
 - ``region_values`` — the measured attributes of image regions (SPEC §12) by (field, value):
   (content_id, region number), for the measured questions of SPEC §13 (an indexed lookup on
   field and value); image attributes are also ``field_lines`` rows, whose ``subject`` column
@@ -195,9 +197,8 @@ CREATE TABLE IF NOT EXISTS key_values (
   norm TEXT NOT NULL,
   spelled TEXT,
   sources TEXT NOT NULL,
-  PRIMARY KEY (fh, sh, first_doc, first_version, first_line)
+  PRIMARY KEY (fh, sh, th, first_doc, first_version, first_line)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS key_values_value ON key_values (fh, sh, th);
 CREATE TABLE IF NOT EXISTS dated_lines (
   fh INTEGER NOT NULL,
   sh INTEGER NOT NULL,
