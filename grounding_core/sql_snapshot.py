@@ -627,11 +627,12 @@ class SqlSnapshot(IndexSnapshot):
             return _merged_summary(subject, name, rows, dated, max(per_value, 1), per_value)
         values = []
         total = 0
+        group = tuple.__new__  # a ValueGroup without its generated __new__'s frame (6,900 on Debian)
         for norm, spelled, lines, text in rows:
             first = norm if spelled is None else spelled
             total += lines
-            values.append(ValueGroup(norm, first, lines,
-                                     KeptSources(min(lines, per_value), text, subject, name, first)))
+            values.append(group(ValueGroup, (norm, first, lines, KeptSources(
+                lines if lines < per_value else per_value, (text, subject, name, first)))))
         return _Summary(total, tuple(values))
 
     def _lines_summary(self, key: ConflictKey, stored: tuple[int, int, str, str], today: dt.date,
@@ -702,12 +703,16 @@ class SqlSnapshot(IndexSnapshot):
         if not first:
             return plain
         values = list(plain.values)
+        pending = len(first)  # values holding a cited line; the rest are left as they are
         for i, group in enumerate(values):
             mine = first.get(group.normalized)
             if mine:
                 ids = {kl.identity for kl in mine}
                 ordered = (mine + [kl for kl in group.sources if kl.identity not in ids])[:per_value]
                 values[i] = group._replace(sources=tuple(ordered))
+                pending -= 1
+                if not pending:
+                    break
         return KeySummary(key, summary.total, tuple(values))
 
     def _cited_line(self, key: ConflictKey, identity: LineIdentity, today: dt.date) -> KeyedLine | None:
@@ -1220,24 +1225,22 @@ class KeptSources(Sequence[KeyedLine]):
     items; immutable; a second thread reading it at once makes an equal tuple.
     """
 
-    __slots__ = ("_field", "_items", "_length", "_spelled", "_subject", "_text")
+    __slots__ = ("_items", "_length", "_row")
 
-    def __init__(self, length: int, text: str, subject: str | None, field_name: str, spelled: str) -> None:
+    def __init__(self, length: int, row: tuple[str, str | None, str, str]) -> None:
+        """``row``: (the sources' JSON, the key's subject, its field, the value's first spelling)."""
         self._length = length
-        self._text = text
-        self._subject = subject
-        self._field = field_name
-        self._spelled = spelled
+        self._row = row
         self._items: tuple[KeyedLine, ...] | None = None
 
     def items(self) -> tuple[KeyedLine, ...]:
         """The sources, as a tuple (made once)."""
         items = self._items
         if items is None:
-            subject, name, spelled = self._subject, self._field, self._spelled
+            text, subject, name, spelled = self._row
             items = tuple([KeyedLine(item[0], item[1], item[2], subject, name,
                                      spelled if len(item) == 5 else item[5], item[4])
-                           for item in json.loads(self._text)[:self._length]])
+                           for item in json.loads(text)[:self._length]])
             self._items = items
         return items
 
@@ -1283,7 +1286,7 @@ def _merged_summary(subject: str | None, name: str, rows: list[tuple[object, ...
         norm = str(norm_)
         spelled = norm if spelled_ is None else str(spelled_)
         counts[norm] = int(str(lines))
-        merged[norm] = list(KeptSources(min(int(str(lines)), keep), str(text), subject, name, spelled))
+        merged[norm] = list(KeptSources(min(int(str(lines)), keep), (str(text), subject, name, spelled)))
     for norm_, value, doc_id, version, line, path in dated:
         norm = str(norm_)
         counts[norm] = counts.get(norm, 0) + 1
