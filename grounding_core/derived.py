@@ -374,7 +374,7 @@ class Deriver:
         kept, self._kept = self._kept, {}
         changes, self._values = self._values, {}
         dated = []
-        for fh, sh, th, name, norm, written, number, cid, line_subject in lines:
+        for fh, sh, th, name, norm, written, number, cid, line_subject in (lines if kept else ()):
             content = kept.get(cid)
             if content is None or line_subject is not None:
                 continue
