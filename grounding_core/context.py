@@ -23,6 +23,7 @@ from .budget import ContextUnit, PromptPack, pack_prompt
 from .config import Config
 from .drafts import ContextSpec
 from .index import IndexSnapshot
+from .memory_units import MemoryContextUnit
 from .verify import Visibility
 
 DEFAULT_LIMIT = 1500
@@ -48,7 +49,7 @@ class CompiledContext:
         """X = every line of every kept unit."""
         vis = Visibility(input_tokens=self.pack.input_tokens, complete=self.complete)
         for unit in self.kept:
-            if isinstance(unit, memory_claims.MemoryContextUnit):  # memory hook (SPEC §11)
+            if isinstance(unit, MemoryContextUnit):  # memory hook (SPEC §11)
                 vis.memory.append(unit.unit)
                 continue
             vis.ranges.setdefault((unit.doc_id, unit.version), []).append((unit.start_line, unit.end_line))

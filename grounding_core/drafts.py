@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
 
-import json_source_map
 import yaml
 from markdown_it import MarkdownIt
 from markdown_it.rules_core import StateCore
@@ -1375,6 +1374,8 @@ def parse_json_answer(text: str) -> ParsedDraft:
     except RecursionError:
         malformed(FIRST_LINE, "not valid JSON for an answer: it is nested too deeply")
         return draft
+    import json_source_map  # JSON answers only (SPEC §5.2): a Markdown check never loads it
+
     try:  # pure Python, about 1.3 µs per \u escape: bounded for hostile sizes
         spans = json_source_map.calculate(text) if len(text) <= MAX_SOURCE_MAP_CHARS else {}
     except Exception:  # the library raises its own error types for inputs json accepted

@@ -27,7 +27,6 @@ Units: lines and versions are 1-based integers, as in citations; strings are Pyt
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -327,6 +326,8 @@ class IndexSnapshot(ABC):
             candidates = self.doc_ids(doc_id[:cut], limit=500)
             if candidates:
                 break
+        import difflib  # hints only (unknown doc_id, field name): loaded when one is made
+
         return difflib.get_close_matches(doc_id, candidates, n=n)
 
     # -- field lines and conflict keys -------------------------------------------------------
@@ -385,6 +386,8 @@ class IndexSnapshot(ABC):
         for piece in list(pieces)[:16]:
             candidates.update(self.field_names(piece, today, limit=50))
         candidates.discard(name)
+        import difflib
+
         return difflib.get_close_matches(name, sorted(candidates), n=n, cutoff=0.5)
 
     @abstractmethod

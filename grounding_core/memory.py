@@ -47,18 +47,19 @@ tables live in ``grounding_core.memory_store``.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
-from .budget import ContextUnit
 from .model import MEMORY_CLAIM_KEYS, Claim, Edit, Finding, MemoryRef, Span
 from .text import describe_difference, shorten
+
+if TYPE_CHECKING:
+    from .memory_units import MemoryContextUnit
 
 Ref = TypeVar("Ref")
 """What a claim id parses into (:class:`~grounding_core.model.MemoryRef`, ``RegionRef``)."""
@@ -554,6 +555,8 @@ def check_memory_claim(claim: Claim, source: MemorySource, units: Sequence[Memor
 
     versions = source.memory_versions(ref.scope, ref.key)
     if not versions:
+        import difflib  # only for this hint: a check citing no unknown memory never loads it
+
         keys = source.memory_keys(ref.scope, limit=500)
         if not keys:
             close = difflib.get_close_matches(ref.scope, source.memory_scopes(ref.scope[:1], limit=500), n=1,
@@ -723,37 +726,15 @@ def json_claim(claim: dict[str, Any], ptr: str, span_of: Callable[..., Span],
 # -- context units ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class MemoryContextUnit(ContextUnit):
-    """A memory entry as a unit of a compiled context (SPEC §8, §11).
-
-    It renders as its id line and its ``KEY：VALUE`` line (``memory:user-alice/语言@2`` then
-    ``语言：中文``) and is packed and counted like any unit. ``doc_id`` holds
-    ``memory:SCOPE/KEY`` and ``start_line``/``end_line`` are 1, so code that looks units up as
-    evidence versions finds nothing.
+def __getattr__(name: str) -> Any:
+    """``MemoryContextUnit`` lives in :mod:`grounding_core.memory_units` (a prompt unit needs
+    the tokenizer's module, which a check never loads) and is named here as before.
     """
+    if name == "MemoryContextUnit":
+        from .memory_units import MemoryContextUnit
 
-    entry: MemoryEntry | None = None
-
-    @property
-    def id(self) -> str:
-        assert self.entry is not None
-        return self.entry.id
-
-    def render(self) -> str:
-        assert self.entry is not None
-        return render_entry(self.entry)
-
-    @classmethod
-    def of(cls, entry: MemoryEntry, rank: float = 0.0) -> MemoryContextUnit:
-        return cls(f"{MEMORY_PREFIX}{entry.scope}/{entry.key}", entry.version, 1, 1, entry.quote, rank,
-                   entry)
-
-    @property
-    def unit(self) -> MemoryUnitSpec:
-        """The visibility unit this context unit stands for (exactly its version)."""
-        assert self.entry is not None
-        return MemoryUnitSpec(self.entry.scope, self.entry.key, self.entry.version)
+        return MemoryContextUnit
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def render_entry(entry: MemoryEntry) -> str:
@@ -763,6 +744,8 @@ def render_entry(entry: MemoryEntry) -> str:
 
 def context_units(source: MemorySource, units: Sequence[MemoryUnitSpec]) -> list[MemoryContextUnit]:
     """The memory units a context names (:func:`resolve_units`), as prompt units."""
+    from .memory_units import MemoryContextUnit
+
     return [MemoryContextUnit.of(entry) for entry in resolve_units(source, units)]
 
 

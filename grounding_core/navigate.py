@@ -247,9 +247,10 @@ def locate_region(region: RegionRef, snapshot: IndexSnapshot, evidence_root: Pat
     return EvidenceImage(record, region.name, on_disk)
 
 
-def read_image(evidence_root: Path, record: VersionRecord) -> bytes | None:
-    """The PNG bytes of ``record`` when its file still holds exactly that content, else None
-    (the index keeps every version's measurement, not its pixels).
+def version_bytes(evidence_root: Path, record: VersionRecord) -> bytes | None:
+    """The bytes of ``record``'s file (a PNG's pixels, a text version) when it still holds
+    exactly that content, else None (the index keeps every image version's measurement, not its
+    pixels).
     """
     if not record.path:
         return None
@@ -261,14 +262,10 @@ def read_image(evidence_root: Path, record: VersionRecord) -> bytes | None:
 
 
 def file_holds(evidence_root: Path, record: VersionRecord) -> bool:
-    """True when the file of ``record`` (under ``evidence_root``) hashes to its sha256."""
-    if not record.path:
-        return False
-    try:
-        data = (evidence_root / record.path).read_bytes()
-    except OSError:
-        return False
-    return hashlib.sha256(data).hexdigest() == record.sha256
+    """True when the file of ``record`` (under ``evidence_root``) hashes to its sha256; read as
+    evidence is (never outside the evidence folder, never a FIFO, at most 64 MiB: SPEC §2).
+    """
+    return version_bytes(evidence_root, record) is not None
 
 
 def nearest_occurrence(lines: Sequence[str], text: str, near: int) -> int | None:
@@ -316,7 +313,7 @@ def _cited_text(ref: CitationRef, quote: str | None, snapshot: IndexSnapshot) ->
 __all__ = ["CitationHint", "CitationLink", "CitationTarget", "ContextTarget", "EvidenceImage", "EvidenceLine",
            "OutlineItem", "Reference", "RegionTarget", "RenameError", "Target", "citation_hints", "citation_links",
            "cited_line", "citing_spans", "file_holds", "label_at", "locate", "locate_region", "nearest_occurrence",
-           "outline", "read_image", "references_of", "rename_label", "target_at"]
+           "outline", "version_bytes", "references_of", "rename_label", "target_at"]
 
 
 # ------------------------------------------------------------------ footnote references

@@ -193,9 +193,11 @@ def _walk(config: Config, top: Path, top_rel: str, listing: Listing,
                 "unreadable-evidence", f"cannot list this folder: {err.strerror}; its files were not read")
 
     matches = evidence_matcher(config)
+    ends = _suffixes(config)  # the usual globs: the name's suffix decides, no call per entry
     candidates = listing.candidates
     new_tuple = tuple.__new__  # the named tuples' own __new__ is a Python call: 60,000 in a 30k walk
     by_name = operator.attrgetter("name")
+    is_regular = stat_mod.S_ISREG
     stack = [(str(top), top_rel + "/" if top_rel else "")]
     while stack:  # os.scandir, depth first in name order (os.walk with string paths costs more)
         folder, prefix = stack.pop()
@@ -221,16 +223,16 @@ def _walk(config: Config, top: Path, top_rel: str, listing: Listing,
                     subfolders.append((entry.path, prefix + name + "/"))
                 continue
             rel = prefix + name
-            if not matches(rel):
+            if not (name.endswith(ends) if ends is not None else matches(rel)):
                 continue
             # the usual text file: one lstat, no other call (an image's key also holds its
             # sidecar's stat, and names that are not UTF-8 are refused: both go to _consider)
-            if (rel.isascii() or is_printable_path(rel)) and not is_image_path(rel):
+            if (rel.isascii() or is_printable_path(rel)) and name[-4:].lower() != ".png":  # is_image_path
                 try:
                     st = entry.stat(follow_symlinks=False)  # cached by the entry for _consider
                 except OSError:
                     st = None
-                if st is not None and stat_mod.S_ISREG(st.st_mode):
+                if st is not None and is_regular(st.st_mode):
                     inode = (st.st_dev, st.st_ino)
                     if inode not in inodes:
                         inodes[inode] = rel
@@ -252,14 +254,23 @@ def evidence_matcher(config: Config) -> Callable[[str], bool]:
     matches exactly when its name ends with one of the extensions (compared with the
     configured matcher in tests/core/test_scan_rules.py).
     """
+    ends = _suffixes(config)
+    if ends is None:
+        return config.evidence_matches
+    return lambda rel: rel.endswith(ends)
+
+
+def _suffixes(config: Config) -> tuple[str, ...] | None:
+    """The suffixes that decide a match when every evidence glob is ``**/*.EXT`` or ``*.EXT``
+    (:func:`evidence_matcher`), else None.
+    """
     suffixes = []
     for glob in config.evidence_globs:
         match = _SIMPLE_GLOB.fullmatch(glob)
         if match is None:
-            return config.evidence_matches
+            return None
         suffixes.append(match[1])
-    ends = tuple(suffixes)
-    return lambda rel: rel.endswith(ends)
+    return tuple(suffixes)
 
 
 def _consider(config: Config, root: Path, full: str, rel: str, listing: Listing,

@@ -78,10 +78,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -309,6 +307,8 @@ class SqliteBackend:
         self.location = path
         self._temp_dir: str | None = None
         if path == ":memory:":
+            import tempfile  # an in-memory index only (its module costs a check's start-up ~5 ms)
+
             self._temp_dir = tempfile.mkdtemp(prefix="grounding-index-")
             path = os.path.join(self._temp_dir, "index.sqlite")
         else:
@@ -376,12 +376,22 @@ class SqliteBackend:
         A reader connection may be running a query in another thread right now, and closing
         a connection under a running statement crashes SQLite's Python binding: so the
         readers are only dropped (the thread-local that holds them is replaced) and each is
-        closed by its deallocation, once its last statement has finished.
+        closed by its deallocation, once its last statement has finished. The calling
+        thread's own reader runs nothing while this thread closes, so it is closed here: a
+        connection sits in a reference cycle with its statement cache, so only the cyclic
+        garbage collector would free it (never, in a process that ends without teardown, as
+        the CLI's do: ``grounding.cli.QUICK_EXIT``), and SQLite checkpoints and removes the
+        WAL file when the last connection closes.
         """
         self._closed = True
         self.writer.close()
+        own: sqlite3.Connection | None = getattr(self._local, "conn", None)
         self._local = threading.local()
+        if own is not None:
+            own.close()
         if self._temp_dir is not None:
+            import shutil
+
             shutil.rmtree(self._temp_dir, ignore_errors=True)
             self._temp_dir = None
 

@@ -12,6 +12,7 @@ cost follows the draft (its citations and checked keys), never the corpus.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from .model import (
     Status,
 )
 from .text import (
+    VALUE_TRAILING_PUNCTUATION,
     describe_difference,
     has_letter_or_digit,
     normalize,
@@ -841,7 +843,8 @@ def _claim_value(result: _ClaimResult, findings: list[Finding]) -> None:
 
     assert result.value is not None
     markdown = result.claim.json_text is None
-    value = normalize_value(prose_text(result.value) if markdown else result.value)
+    raw = prose_text(result.value) if markdown else result.value
+    value = normalize_value(raw)
     if not value:
         return
     sentence = normalize(prose_text(result.claim.sentence) if markdown else result.claim.sentence)
@@ -850,26 +853,69 @@ def _claim_value(result: _ClaimResult, findings: list[Finding]) -> None:
     findings.append(Finding(
         "claim-value-mismatch", result.claim.sentence_span,
         f"the sentence does not restate the cited value '{shorten(result.value)}' of"
-        f" '{shorten(result.field or '')}': {_value_difference(value, sentence)}",
+        f" '{shorten(result.field or '')}': {_value_difference(raw, sentence)}",
         hint="State the cited value in the sentence, or cite the line that supports what it says.",
         citation=result.cited_id,
     ))
 
 
-def _value_difference(value: str, sentence: str) -> str:
-    """What of ``value`` the sentence lacks, both compared as SPEC §7.3 does (NFKC, whitespace
-    removed): the part between the longest prefix and the longest suffix of ``value`` that occur
-    in ``sentence`` (bounded: values over 200 code points get no detail).
+def _value_difference(raw_value: str, sentence: str) -> str:
+    """What of the cited value the sentence lacks, compared as SPEC §7.3 does (NFKC, whitespace
+    removed; ``sentence`` is already normalised): the part between the longest prefix and the
+    longest suffix of the value that occur in ``sentence``, shown as the value writes it.
+
+    The value is cut into units before the prefix and suffix are searched: a whitespace-
+    separated word holding Latin letters is one unit (so English is reported by words, never
+    as a fragment like ``'se'`` of "use"), anything else one character per unit (Chinese has no
+    spaces). When every part occurs in the sentence on its own, only not in the value's order
+    (``'每月8日'`` and ``'🎉'`` apart), the message says so instead of calling a part missing.
+    Values over 200 code points get no detail.
     """
+    units = _value_units(raw_value)
+    value = "".join(unit for unit, _ in units)
     if len(value) > 200:
-        return "it is not in the sentence (compared after NFKC, spaces removed)"
-    head = next((n for n in range(len(value) - 1, 0, -1) if value[:n] in sentence), 0)
-    tail = next((n for n in range(len(value) - head - 1, 0, -1) if value[-n:] in sentence), 0)
-    missing = value[head:len(value) - tail]
+        return f"it is not in the sentence{_COMPARED}"
+    whole = _show(units)
+    head = next((n for n in range(len(units) - 1, 0, -1)
+                 if "".join(u for u, _ in units[:n]) in sentence), 0)
+    tail = next((n for n in range(len(units) - head - 1, 0, -1)
+                 if "".join(u for u, _ in units[len(units) - n:]) in sentence), 0)
     if not head and not tail:
-        return f"none of '{shorten(value, 40)}' occurs in it (compared after NFKC, spaces removed)"
-    found = " and ".join(f"'{shorten(part, 30)}'" for part in (value[:head], value[len(value) - tail:]) if part)
-    return f"it has {found} but not '{shorten(missing, 40)}' (compared after NFKC, spaces removed)"
+        return f"none of '{shorten(whole, 40)}' occurs in it{_COMPARED}"
+    middle = units[head:len(units) - tail]
+    parts = [part for part in (units[:head], middle, units[len(units) - tail:]) if part]
+    if all("".join(u for u, _ in part) in sentence for part in parts):
+        shown = " and ".join(f"'{shorten(_show(part), 30)}'" for part in parts)
+        return f"it has {shown}, but not together as '{shorten(whole, 40)}'{_COMPARED}"
+    found = " and ".join(f"'{shorten(_show(part), 30)}'" for part in (units[:head], units[len(units) - tail:]) if part)
+    return f"it has {found} but not '{shorten(_show(middle), 40)}'{_COMPARED}"
+
+
+_COMPARED = " (compared after NFKC, spaces removed)"
+_LATIN = re.compile(r"[A-Za-z]")
+_WORD = re.compile(r"\S+")
+_TRAILING = re.compile(r"[\s" + re.escape(VALUE_TRAILING_PUNCTUATION) + r"]+$")
+
+
+def _value_units(raw_value: str) -> list[tuple[str, bool]]:
+    """The NFKC value without its SPEC §7.3 trailing punctuation, as ``(unit, space_before)``
+    pairs (see :func:`_value_difference`); joining the units gives :func:`normalize_value`.
+    """
+    text = _TRAILING.sub("", unicodedata.normalize("NFKC", raw_value))
+    units: list[tuple[str, bool]] = []
+    for match in _WORD.finditer(text):
+        spaced = match.start() > 0
+        word = match.group()
+        if _LATIN.search(word):
+            units.append((word, spaced))
+        else:
+            units.extend((ch, spaced and i == 0) for i, ch in enumerate(word))
+    return units
+
+
+def _show(units: list[tuple[str, bool]]) -> str:
+    """Units written back with the spaces the value had between them."""
+    return "".join((" " if spaced and i else "") + unit for i, (unit, spaced) in enumerate(units))
 
 
 # -- conflict gate (§7.4) and coverage (§7.5) ----------------------------------------------

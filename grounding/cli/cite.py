@@ -26,10 +26,9 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from grounding_core.cite import CiteError
-from grounding_core.workspace import Workspace
-
 if TYPE_CHECKING:
+    from grounding_core.workspace import Workspace
+
     from ..api import Verifier
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
@@ -50,6 +49,8 @@ def add_parser(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> N
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
+    from grounding_core.cite import CiteError  # loaded by this command only, never by a check
+
     from ..api import Verifier, citation_model  # pydantic loads only for this command
     from ..models import Skipped
 

@@ -53,8 +53,8 @@ from grounding_core.navigate import (
     citing_spans,
     locate,
     locate_region,
-    read_image,
     target_at,
+    version_bytes,
 )
 from server.convert import lsp_hover, lsp_line_location, lsp_range
 from server.documents import DocumentSnapshot
@@ -136,7 +136,7 @@ def _hover(captured: _Draft, view: IndexView | None, position: types.Position,
         text = citation_hover(target, view.snapshot, view.config, view.today)
     elif isinstance(target, RegionTarget):  # image hook (SPEC §12): the region cropped from the image
         record = view.snapshot.record(target.region.doc_id, target.region.version)
-        png = (read_image(view.config.evidence_root, record)
+        png = (version_bytes(view.config.evidence_root, record)
                if record is not None and kind == types.MarkupKind.Markdown else None)
         text = region_hover(target, view.snapshot, view.config, view.today, png)
     else:

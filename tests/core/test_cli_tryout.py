@@ -8,9 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from support import sha256, write_files
 
 from grounding import cli
+from grounding_core.text import normalize_value
+from grounding_core.verify import _value_units
 
 DECLARED = "---\ndoc_id: a\nversion: 1\n---\n- 时间：周一\n"
 STRAY = "---\r\ndoc_id: a\r\n---\r\n- 时间：周二 🎉\r\n"
@@ -163,9 +167,11 @@ TIME = "---\r\ndoc_id: s\r\n---\r\n- 活动时间：周四16:30 🎉\r\n"
 
 
 @pytest.mark.parametrize(("sentence", "difference"), [
-    ("活动时间是周三16:30 🎉", "it has '周' and '16:30🎉' but not '四'"),
-    ("活动时间是周四", "it has '周四' but not '16:30🎉'"),
-    ("活动在下午", "none of '周四16:30🎉' occurs in it"),
+    ("活动时间是周三16:30 🎉", "it has '周' and '16:30 🎉' but not '四'"),
+    ("活动时间是周四", "it has '周四' but not '16:30 🎉'"),
+    ("活动在下午", "none of '周四16:30 🎉' occurs in it"),
+    # every part is there, only not in the value's order: nothing is called missing
+    ("🎉活动时间是周四16:30", "it has '周四16:30' and '🎉', but not together as '周四16:30 🎉'"),
 ])
 def test_a_claim_value_mismatch_says_which_part_of_the_value_the_sentence_lacks(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, sentence: str, difference: str) -> None:
@@ -175,6 +181,32 @@ def test_a_claim_value_mismatch_says_which_part_of_the_value_the_sentence_lacks(
     _, out, _ = run(capsys, tmp_path, "check", "--format", "json")
     (finding,) = [d for d in json.loads(out)["drafts"][0]["diagnostics"] if d["name"] == "claim-value-mismatch"]
     assert finding["message"].endswith(f": {difference} (compared after NFKC, spaces removed)")
+
+
+ENGLISH = "---\ndoc_id: m\n---\n- Open hours: every Tuesday 14:00, required before first use.\n"
+
+
+@pytest.mark.parametrize(("sentence", "difference"), [
+    ("The space opens every Tuesday; use is free",
+     "it has 'every Tuesday' and 'use' but not '14:00, required before first'"),
+    ("It is open every 𠮷 week", "it has 'every' but not 'Tuesday 14:00, required before first use'"),
+])
+def test_a_claim_value_mismatch_on_english_names_whole_words_never_fragments(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, sentence: str, difference: str) -> None:
+    """Tryout #11: 'se' of "use" was reported as something the sentence has."""
+    line = "- Open hours: every Tuesday 14:00, required before first use."
+    citation = f'[^1]: m@1:4 sha256:{sha256(ENGLISH)[:12]} "{line}"'
+    write_files(tmp_path, {"grounding.toml": 'field_separators = ["：", ": "]\n', "evidence/m.md": ENGLISH,
+                           "answers/a.md": f"{sentence}[^1].\n\n{citation}\n"})
+    _, out, _ = run(capsys, tmp_path, "check", "--format", "json")
+    (finding,) = [d for d in json.loads(out)["drafts"][0]["diagnostics"] if d["name"] == "claim-value-mismatch"]
+    assert finding["message"].endswith(f": {difference} (compared after NFKC, spaces removed)")
+
+
+@given(st.text(alphabet="ab 周四１６:３０。,.\u3000\t🎉𠮷", max_size=20))
+def test_the_units_of_a_value_join_to_its_spec_normal_form(raw: str) -> None:
+    """The message's units are the SPEC §7.3 normal form, cut up: nothing added or lost."""
+    assert "".join(unit for unit, _ in _value_units(raw)) == normalize_value(raw)
 
 
 # -- 11./12. --fix finishes in one run; uppercase hashes; "Replace the hash" ----------------------

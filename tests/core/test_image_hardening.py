@@ -6,7 +6,7 @@ make the file: a 30000x30000 header over a tiny compressed stream); every worksp
 
 - a sidecar that is a symlink out of the evidence folder, or a named pipe, is refused and
   never read (a FIFO used to block the scan for ever);
-- the hover's PNG read (``navigate.read_image``) never follows a symlink out of the folder;
+- the hover's PNG read (``navigate.version_bytes``) never follows a symlink out of the folder;
 - a decompression bomb is refused naming its size, before a pixel is decoded;
 - 16-bit grey PNGs are measured, not clipped to white (with and without ``tRNS``);
 - a file cut inside its header says so, without Python object reprs;
@@ -32,7 +32,8 @@ from PIL import Image, ImageDraw
 from support import MakeWorkspace, check, names, only, sha256
 
 from grounding_core.images import MAX_BOX_PIXELS, ImageError, _outline_hull, _polygon_area, measure
-from grounding_core.navigate import read_image
+from grounding_core.model import CitationRef
+from grounding_core.navigate import locate, version_bytes
 
 RED = (230, 30, 30)
 
@@ -122,14 +123,47 @@ def test_the_hover_read_of_an_image_never_follows_a_symlink_out_of_the_folder(
     data = panel()
     ws = make_workspace({"evidence/面板.png": data})
     record = ws.store.snapshot().newest("面板")
-    assert record is not None and read_image(ws.config.evidence_root, record) == data
+    assert record is not None and version_bytes(ws.config.evidence_root, record) == data
     copy = tmp_path_factory.mktemp("elsewhere") / "same.png"
     copy.write_bytes(data)  # the same bytes, so only the path rule can refuse it
     path = ws.config.evidence_root / "面板.png"
     path.unlink()
     path.symlink_to(copy)
-    assert read_image(ws.config.evidence_root, record) is None
+    assert version_bytes(ws.config.evidence_root, record) is None
 
+
+
+def test_go_to_definition_never_hangs_on_a_fifo_or_follows_a_symlink_where_a_cited_file_was(
+        make_workspace: MakeWorkspace, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``navigate.locate`` hashes the newest version's file to decide whether the editor may open
+    it: that read is the evidence read (SPEC §2), so a FIFO put in the file's place answers "not
+    on disk" at once and a symlink out of the folder is never read.
+    """
+    text = "---\r\ndoc_id: 通知\r\n---\r\n- 地点：一号楼🎉\r\n"
+    ws = make_workspace({"evidence/通知.md": text})
+    snapshot = ws.store.snapshot()
+    citation = CitationRef("通知", 1, 4)
+    where = locate(citation, snapshot, ws.config.evidence_root)
+    assert where is not None and where.on_disk and where.lines[3] == "- 地点：一号楼🎉"
+    path = ws.config.evidence_root / "通知.md"
+    outside = tmp_path_factory.mktemp("elsewhere") / "通知.md"
+    outside.write_bytes(text.encode("utf-8"))  # the same bytes: only the path rule refuses them
+    path.unlink()
+    path.symlink_to(outside)
+    where = locate(citation, snapshot, ws.config.evidence_root)
+    assert where is not None and not where.on_disk
+    path.unlink()
+    os.mkfifo(path)
+    done: list[bool] = []
+    reader = threading.Thread(target=lambda: done.append(
+        locate(citation, snapshot, ws.config.evidence_root).on_disk), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    reader.join(10)
+    if reader.is_alive():
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(10)
+        pytest.fail("go to definition blocked opening a FIFO")
+    assert done == [False]
 
 # ------------------------------------------------------------------------------ decoding
 

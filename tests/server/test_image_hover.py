@@ -14,7 +14,7 @@ from pathlib import Path
 from PIL import Image, ImageDraw
 
 from grounding_core.model import RegionRef, Span
-from grounding_core.navigate import RegionTarget, read_image
+from grounding_core.navigate import RegionTarget, version_bytes
 from grounding_core.workspace import Workspace
 from server.render.image_hover import CROP_MAX_SIDE, region_hover
 from tests.support.workspace import sha256, write, write_files
@@ -55,7 +55,7 @@ def test_the_hover_crops_the_region_and_lists_its_attributes(tmp_path: Path) -> 
         snapshot = ws.store.snapshot()
         record = snapshot.record("面板", 1)
         assert record is not None
-        png = read_image(ws.config.evidence_root, record)
+        png = version_bytes(ws.config.evidence_root, record)
         assert png == red
         text = region_hover(target("r2", "颜色：蓝色"), snapshot, ws.config, ws.today(), png)
         assert text.startswith("**面板 \\*示意\\* 图** · `面板@1#r2`")
@@ -81,7 +81,7 @@ def test_a_stale_image_citation_shows_the_newest_measurement_and_no_old_pixels(t
         snapshot = ws.store.snapshot()
         old = snapshot.record("面板", 1)
         assert old is not None and snapshot.newest("面板").version == 2  # type: ignore[union-attr]
-        assert read_image(ws.config.evidence_root, old) is None  # the file holds version 2 now
+        assert version_bytes(ws.config.evidence_root, old) is None  # the file holds version 2 now
         text = region_hover(target("r1", "颜色：红色"), snapshot, ws.config, ws.today(), None)
         assert "**Stale citation:** version 1 is cited; the newest is version 2." in text
         assert "its pixels cannot be shown" in text and "data:image" not in text
