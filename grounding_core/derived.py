@@ -15,6 +15,17 @@ Per event (cost proportional to the document it touches, never to the corpus):
 - ``revoke(s, doc_id, version, reason)``: a ``revocations`` row for the current content of
   (doc_id, version), which stops being active at ``s``.
 
+Key summaries kept at write time (``key_values``, SPEC §7.4): every content that becomes
+active adds its field lines to its values' counts and first sources, every content that stops
+being active (replaced, superseded by a higher version, revoked or deleted) takes its lines
+out again (its text parsed once more: ``field_lines`` is indexed by key, not by content);
+when that leaves a value with fewer kept sources than it has lines, the value's first
+sources are read again from ``field_lines`` (an index range of the value). Only undated
+contents are kept there: a content with ``effective_from`` / ``effective_until`` is active
+depending on "today", so its lines go to ``dated_lines`` and are read live. The table is the
+summary of the head of the log only; ``sql_snapshot`` answers an older ``replay(n)`` from
+``field_lines``.
+
 Image versions (SPEC §12; ``grounding_core.images.ImageDocument``): their lines are the
 regions' measured attributes; each is a ``field_lines`` row whose ``subject`` is the region's
 ``SUBJECT#rN`` (so regions never share a conflict key) and a ``region_values`` row; they add no
@@ -35,7 +46,7 @@ import datetime as dt
 import json
 import unicodedata
 from collections.abc import Iterator, Sequence
-from typing import cast
+from typing import Any, cast
 
 from .backend import DERIVED_VERSION, Backend, Connection, text_hash
 from .events import EVENT_KINDS, MEMORY_KINDS, Event, EventKind
@@ -50,6 +61,28 @@ BATCH_LINES = 50_000
 KEY_CACHE = 100_000
 """At most this many field names (normalised forms) and key texts (hashes) are remembered
 during one scan."""
+
+KEPT_SOURCES = 6
+"""Sources kept per value in ``key_values``: SPEC §7.4's 5, and one more for the evidence
+findings, which ask for 6 to know whether a value has more (``evidence_findings.PER_VALUE``)."""
+
+NEW_VALUE_BITS = 23
+"""Size (log2 bits, 1 MiB) of the bitmap of values this deriver wrote into a ``key_values`` that
+was empty when it began (a cold index, a rebuild): a value whose bit is clear has no row
+yet, so it is inserted without a lookup. A set bit may be another value's (a lookup then)."""
+
+KEPT_SQL = "(subject = '' AND effective_from IS NULL AND effective_until IS NULL)"
+"""A ``versions`` row whose lines ``key_values`` keeps: no subject, undated (an image is not
+either: :func:`_deactivate` looks at the path before anything is parsed)."""
+
+NO_SUBJECT = text_hash("")
+"""``sh`` of the lines of documents without a subject: the keys ``key_values`` keeps."""
+
+Source = tuple[str, int, int, int, str, str | None]
+"""A ``key_values`` source: (doc_id, version, line, content_id, path, value as written or None
+where it is the normalised value)."""
+ValueKey = tuple[int, int, str, str]
+"""A ``key_values`` row's value: (fh, th, field, norm) of a key without a subject."""
 
 
 def fingerprint(settings: ParseSettings) -> str:
@@ -115,6 +148,15 @@ class Deriver:
         """(kind, name) of question-grammar names seen (``s`` subject, ``f`` field; SPEC §13)."""
         self._names_written: set[tuple[str, str]] = set()
         self._subjects: list[tuple[int, int]] = []
+        self._values: dict[ValueKey, list[Any]] = {}
+        """Changes to ``key_values`` not yet written: value -> [lines added - removed, sources
+        added, (content_id, line) of sources removed]."""
+        self._kept: dict[int, tuple[str, int, str, bool]] = {}
+        """Contents derived since the last flush whose lines ``key_values`` keeps (undated, text,
+        no subject) or ``dated_lines`` holds (dated): content_id -> (doc_id, version, path, dated)."""
+        self._new_values: bytearray | None = None
+        """Bits of the values written since ``key_values`` was empty (None: not known empty)."""
+        self._values_checked = False
         self.activity_changed: set[int] = set()
         """content_ids whose activity changed (for cache invalidation)."""
 
@@ -131,7 +173,8 @@ class Deriver:
     def _import(self, event: Event, doc: EvidenceDocument) -> None:
         conn, s = self.conn, event.seq
         prev = conn.execute(
-            "SELECT content_id, first_sha256 FROM versions"
+            "SELECT content_id, first_sha256, active_from IS NOT NULL AND active_to IS NULL,"
+            f" {KEPT_SQL} FROM versions"
             " WHERE doc_id = ? AND version = ? AND current_to IS NULL",
             (event.doc_id, event.version)).fetchone()
         newest = conn.execute("SELECT MAX(version) FROM versions WHERE doc_id = ?",
@@ -142,13 +185,18 @@ class Deriver:
                 " AND active_to IS NULL THEN ? ELSE active_to END WHERE content_id = ?",
                 (s, s, prev[0]))
             self.activity_changed.add(int(prev[0]))
+            if prev[2] and prev[3]:
+                self._deactivate(int(prev[0]))
         if newest is not None and event.version > newest:
-            for (cid,) in conn.execute(
-                    "SELECT content_id FROM versions WHERE doc_id = ? AND version = ?"
+            for cid, kept in conn.execute(
+                    f"SELECT content_id, {KEPT_SQL}"
+                    " FROM versions WHERE doc_id = ? AND version = ?"
                     " AND current_to IS NULL AND active_from IS NOT NULL AND active_to IS NULL",
                     (event.doc_id, newest)).fetchall():
                 conn.execute("UPDATE versions SET active_to = ? WHERE content_id = ?", (s, cid))
                 self.activity_changed.add(int(cid))
+                if kept:
+                    self._deactivate(int(cid))
         front = doc.front
         active = (newest is None or event.version >= newest) and front.status != "revoked"
         conn.execute(
@@ -164,13 +212,17 @@ class Deriver:
         if not active:
             return
         self.activity_changed.add(s)
-        sh = self._hash(doc.subject or "")
+        subject = doc.subject or ""
+        sh = self._hash(subject)
         if doc.subject and doc.field_lines:  # question hook (SPEC §13): a known subject
             self._subjects.append((sh, s))
             self._names.add(("s", doc.subject))
         if isinstance(doc, ImageDocument):
             self._image_lines(doc, s)
             return
+        if not subject:  # key_values (undated) or dated_lines (dated) take its lines at the flush
+            self._kept[s] = (event.doc_id, event.version, event.path,
+                             front.effective_from is not None or front.effective_until is not None)
         buffer, terms, hashed = self._lines, self._terms, self._hash
         for number, fl in doc.field_lines.items():
             name = fl.field
@@ -221,7 +273,8 @@ class Deriver:
 
     def _revoke(self, event: Event) -> None:
         row = self.conn.execute(
-            "SELECT content_id, active_from, active_to FROM versions"
+            "SELECT content_id, active_from, active_to,"
+            f" {KEPT_SQL} FROM versions"
             " WHERE doc_id = ? AND version = ? AND current_to IS NULL",
             (event.doc_id, event.version)).fetchone()
         if row is None:
@@ -232,6 +285,34 @@ class Deriver:
         if row[1] is not None and row[2] is None:
             self.conn.execute("UPDATE versions SET active_to = ? WHERE content_id = ?", (event.seq, cid))
             self.activity_changed.add(cid)
+            if row[3]:
+                self._deactivate(cid)
+
+    # -- key summaries kept at write time (key_values) -----------------------------------------
+
+    def _deactivate(self, content_id: int) -> None:
+        """A content whose lines ``key_values`` keeps stops being active: its field lines leave
+        their values' counts and first sources (its text is parsed again, as when imported).
+        """
+        row = self.conn.execute(
+            "SELECT seq, kind, doc_id, version, sha256, path, text, declared, reason FROM events WHERE seq = ?",
+            (content_id,)).fetchone()
+        if row is None or is_image_path(str(row[5])):
+            return
+        doc = parse_content(event_of(row), self.settings)
+        changes = self._values
+        for number, fl in doc.field_lines.items():
+            norm = normalize_fast(fl.value)
+            value = (self._hash(fl.field), text_hash(norm.rstrip(VALUE_TRAILING_PUNCTUATION)), fl.field, norm)
+            change = changes.get(value)
+            if change is None:
+                change = changes[value] = [0, [], set()]
+            elif change[2] is None:
+                change[2] = set()
+            change[0] -= 1
+            change[2].add((content_id, number))
+        if len(changes) >= BATCH_LINES:
+            self.flush()
 
     # -- buffered rows -------------------------------------------------------------------------
 
@@ -251,6 +332,7 @@ class Deriver:
         if fields:
             self.backend.write_fields(self.conn, fields)
         self._write_names()
+        self._write_values(lines)
         if len(self._field_terms) > KEY_CACHE:
             self._field_terms.clear()
 
@@ -277,6 +359,138 @@ class Deriver:
                 self.conn.execute("INSERT INTO vocabulary (anchor, term, kind, nh, name) VALUES (?, ?, ?, ?, ?)",
                                   (anchor, term, kind, nh, name))
             self._names_written.add((kind, name))
+
+
+    def _write_values(self, lines: Sequence[tuple[int, int, int, str, str, str | None, int, int, str | None]],
+                      ) -> None:
+        """Apply the changes to ``key_values`` (the lines just written of the contents it keeps,
+        and the lines of contents that stopped being active) and write ``dated_lines``. Per
+        changed value: one lookup (none for a value new to a table that was empty:
+        :data:`NEW_VALUE_BITS`), its row deleted and written again; every delete before every
+        insert (a replaced content's line can be the first source of another value of the key).
+        A value left with fewer kept sources than lines reads its first ones from
+        ``field_lines`` (written already).
+        """
+        kept, self._kept = self._kept, {}
+        changes, self._values = self._values, {}
+        dated = []
+        for fh, sh, th, name, norm, written, number, cid, line_subject in (lines if kept else ()):
+            content = kept.get(cid)
+            if content is None or line_subject is not None:
+                continue
+            doc_id, version, path, is_dated = content
+            if is_dated:
+                dated.append((fh, sh, name, "", norm, written, number, cid))
+                continue
+            change = changes.get((fh, th, name, norm))
+            if change is None:
+                changes[(fh, th, name, norm)] = [1, [(doc_id, version, number, cid, path, written)], None]
+            else:
+                change[0] += 1
+                change[1].append((doc_id, version, number, cid, path, written))
+        conn = self.conn
+        if dated:
+            conn.executemany("INSERT INTO dated_lines (fh, sh, field, subject, norm, value, line, content_id)"
+                             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", dated)
+        if not changes:
+            return
+        if not self._values_checked:
+            self._values_checked = True
+            if conn.execute("SELECT 1 FROM key_values LIMIT 1").fetchone() is None:
+                self._new_values = bytearray(1 << (NEW_VALUE_BITS - 3))
+        bits = self._new_values
+        mask = (1 << NEW_VALUE_BITS) - 1
+        deletes: list[tuple[int, int, int, str, int, int]] = []
+        inserts: list[tuple[object, ...]] = []
+        for value, (count, added, removed) in changes.items():
+            fh, th, name, norm = value
+            old = None
+            seen = True
+            if bits is not None:
+                bit = (th ^ (fh << 1)) & mask
+                seen = bool(bits[bit >> 3] & (1 << (bit & 7)))
+                bits[bit >> 3] |= 1 << (bit & 7)
+            if seen:
+                old = conn.execute(
+                    "SELECT first_doc, first_version, first_line, lines, spelled, sources FROM key_values"
+                    " WHERE fh = ? AND sh = ? AND th = ? AND field = ? AND subject = '' AND norm = ?",
+                    (fh, NO_SUBJECT, th, name, norm)).fetchone()
+            sources: list[Source]
+            if old is None and removed is None:  # a new value (a cold index: nearly all of them)
+                if count <= 0:
+                    continue
+                sources = added
+                if len(sources) > 1:
+                    sources.sort()
+                    del sources[KEPT_SOURCES:]
+            else:
+                sources = []
+                if old is not None:
+                    deletes.append((fh, NO_SUBJECT, th, str(old[0]), int(old[1]), int(old[2])))
+                    count += int(old[3])
+                    sources = sources_of(str(old[5]), norm, norm if old[4] is None else str(old[4]))
+                if count <= 0:
+                    continue
+                if removed:
+                    sources = [src for src in sources if (src[3], src[2]) not in removed]
+                    added = [src for src in added if (src[3], src[2]) not in removed]
+                sources.extend(added)
+                sources.sort()
+                del sources[KEPT_SOURCES:]
+                if len(sources) < min(count, KEPT_SOURCES):  # a first source left: read the first ones again
+                    sources = self._first_sources(value)
+            first = sources[0]
+            spelled = norm if first[5] is None else first[5]
+            inserts.append((fh, NO_SUBJECT, th, first[0], first[1], first[2], count, name, "", norm,
+                            None if spelled == norm else spelled, sources_text(sources, norm, spelled)))
+        if deletes:
+            conn.executemany("DELETE FROM key_values WHERE fh = ? AND sh = ? AND th = ? AND first_doc = ?"
+                             " AND first_version = ? AND first_line = ?", sorted(deletes))
+        if inserts:
+            inserts.sort()  # in the table's order (its key, the first 6 columns, is unique): each page once
+            conn.executemany("INSERT INTO key_values (fh, sh, th, first_doc, first_version, first_line, lines,"
+                             " field, subject, norm, spelled, sources) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             inserts)
+
+    def _first_sources(self, value: ValueKey) -> list[Source]:
+        """The first :data:`KEPT_SOURCES` undated lines of ``value`` active at the head, by
+        (doc_id, version, line): one index range of the value's term in ``field_lines``.
+        """
+        fh, th, name, norm = value
+        rows = self.conn.execute(
+            "SELECT v.doc_id, v.version, f.line, f.content_id, v.path, f.value"
+            " FROM field_lines AS f JOIN versions AS v ON v.content_id = f.content_id"
+            " WHERE f.fh = ? AND f.sh = ? AND f.th = ? AND f.field = ? AND f.norm = ? AND f.subject IS NULL"
+            " AND v.subject = '' AND v.active_from IS NOT NULL AND v.active_to IS NULL"
+            " AND v.effective_from IS NULL AND v.effective_until IS NULL"
+            " ORDER BY v.doc_id, v.version, f.line LIMIT ?",
+            (fh, NO_SUBJECT, th, name, norm, KEPT_SOURCES)).fetchall()
+        return [(str(r[0]), int(r[1]), int(r[2]), int(r[3]), str(r[4]), None if r[5] is None else str(r[5]))
+                for r in rows]
+
+
+def sources_text(sources: Sequence[Source], norm: str, spelled: str) -> str:
+    """``key_values.sources``: JSON ``[[doc_id, version, line, content_id, path(, value)], ...]``,
+    the value as written only where it is not ``spelled`` (the first source's; a source whose
+    value is written as normalised, None in a :data:`Source`, has the value ``norm``).
+    """
+    return _encode([[d, v, line, cid, path] if (norm if written is None else written) == spelled
+                    else [d, v, line, cid, path, norm if written is None else written]
+                    for d, v, line, cid, path, written in sources])
+
+
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+"""JSON of a value's sources (one encoder: ``json.dumps`` with options makes one per call)."""
+
+
+def sources_of(text: str, norm: str, spelled: str) -> list[Source]:
+    """The sources of a ``key_values`` row, read back (:func:`sources_text`)."""
+    out: list[Source] = []
+    for item in json.loads(text):
+        value = spelled if len(item) == 5 else str(item[5])
+        out.append((str(item[0]), int(item[1]), int(item[2]), int(item[3]), str(item[4]),
+                    None if value == norm else value))
+    return out
 
 
 def normalize_fast(text: str) -> str:

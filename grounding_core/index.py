@@ -141,7 +141,7 @@ class ValueGroup(NamedTuple):
     normalized: str
     spelled: str
     count: int  # type: ignore[assignment]  # the field hides tuple.count (see the docstring)
-    sources: tuple[KeyedLine, ...]
+    sources: Sequence[KeyedLine]
 
 
 @dataclass(frozen=True, slots=True)

@@ -153,6 +153,32 @@ CREATE TABLE IF NOT EXISTS field_lines (
   subject {T}
 );
 CREATE INDEX IF NOT EXISTS field_lines_key ON field_lines (fh, sh, th);
+CREATE TABLE IF NOT EXISTS key_values (
+  fh BIGINT NOT NULL,
+  sh BIGINT NOT NULL,
+  first_doc {T} NOT NULL,
+  first_version BIGINT NOT NULL,
+  first_line BIGINT NOT NULL,
+  th BIGINT NOT NULL,
+  lines BIGINT NOT NULL,
+  field {T} NOT NULL,
+  subject {T} NOT NULL,
+  norm {T} NOT NULL,
+  spelled {T},
+  sources {T} NOT NULL,
+  PRIMARY KEY (fh, sh, th, first_doc, first_version, first_line)
+);
+CREATE TABLE IF NOT EXISTS dated_lines (
+  fh BIGINT NOT NULL,
+  sh BIGINT NOT NULL,
+  field {T} NOT NULL,
+  subject {T} NOT NULL,
+  norm {T} NOT NULL,
+  value {T},
+  line BIGINT NOT NULL,
+  content_id BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS dated_lines_key ON dated_lines (fh, sh);
 CREATE TABLE IF NOT EXISTS region_values (
   field {T} NOT NULL,
   value {T} NOT NULL,
@@ -268,7 +294,7 @@ INSERT INTO fts_stats (id, nrow, ntoken) VALUES (1, 0, 0) ON CONFLICT DO NOTHING
 created first). ``inode`` is NUMERIC(20): st_ino is an unsigned 64-bit number."""
 
 DERIVED_TABLES = ("versions", "revocations", "field_lines", "terms", "fields", "region_values", "vocabulary",
-                  "subject_contents")
+                  "subject_contents", "key_values", "dated_lines")
 
 K1, B = 1.2, 0.75
 """FTS5's bm25 parameters (``fts5_aux.c``)."""

@@ -22,12 +22,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar, cast
+from typing import Protocol, TypeVar, cast, overload
 
 from . import memory_store
 from .backend import FIELD_HEAD, Backend, Connection, text_hash
 from .conflicts import SOURCES_PER_VALUE
-from .derived import parse_content
+from .derived import KEPT_SOURCES, parse_content
 from .events import Event
 from .evidence import EvidenceDocument, FrontMatter, parse_field_line
 from .images import MEASUREMENT_VERSION, ImageDocument, Measurement, is_image_path
@@ -584,6 +584,59 @@ class SqlSnapshot(IndexSnapshot):
 
     def _read_summary(self, key: ConflictKey, stored: tuple[int, int, str, str], today: dt.date,
                       per_value: int) -> _Summary:
+        """The key's summary from ``key_values`` when it answers this snapshot
+        (:meth:`_kept_summary`), else from every active line (:meth:`_lines_summary`).
+        """
+        if per_value <= KEPT_SOURCES and not stored[3]:  # a key without a subject (derived.KEPT_SQL)
+            conn = self._conn()
+            with self._source.backend.read(conn):  # the head test and the rows: one committed state
+                if self._head_answers(conn):
+                    return self._kept_summary(conn, key, stored, today, per_value)
+        return self._lines_summary(key, stored, today, per_value)
+
+    HEAD_TEST = ("SELECT 1 FROM versions WHERE active_from > ? UNION ALL"
+                 " SELECT 1 FROM versions WHERE active_to > ?")
+
+    def _head_answers(self, conn: Connection) -> bool:
+        """Whether ``key_values`` (the summaries of the head of the log) holds this snapshot's:
+        no content became active or stopped being active after ``seq`` (two seeks on the
+        partial indexes of ``versions``). Later events that change no activity (memory
+        events, archives, unchanged rescans) leave the answer yes.
+        """
+        return conn.execute(self.HEAD_TEST + " LIMIT 1", (self.seq, self.seq)).fetchone() is None
+
+    def _kept_summary(self, conn: Connection, key: ConflictKey, stored: tuple[int, int, str, str],
+                      today: dt.date, per_value: int) -> _Summary:
+        """SPEC §7.4 from the rows kept at write time (``key_values``: the undated lines, already
+        counted per value with their first sources, in order of first source) and the key's
+        dated lines read live (``dated_lines``: active or not depending on ``today``), merged.
+        Reads one row per value, never one per line.
+        """
+        name = stored[2]
+        rows = conn.execute(
+            "SELECT norm, spelled, lines, sources FROM key_values WHERE fh = ? AND sh = ? AND field = ?"
+            " AND subject = ? ORDER BY first_doc, first_version, first_line", stored).fetchall()
+        active, params = self._active(today)
+        dated = conn.execute(
+            "SELECT d.norm, d.value, v.doc_id, v.version, d.line, v.path"
+            " FROM dated_lines AS d JOIN versions AS v ON v.content_id = d.content_id"
+            f" WHERE d.fh = ? AND d.sh = ? AND d.field = ? AND d.subject = ? AND {active}",
+            (*stored, *params)).fetchall()
+        subject, _ = key
+        if dated:  # a key with dated lines: its kept values merged with them, sources made now
+            return _merged_summary(subject, name, rows, dated, max(per_value, 1), per_value)
+        values = []
+        total = 0
+        group = tuple.__new__  # a ValueGroup without its generated __new__'s frame (6,900 on Debian)
+        for norm, spelled, lines, text in rows:
+            first = norm if spelled is None else spelled
+            total += lines
+            values.append(group(ValueGroup, (norm, first, lines, KeptSources(
+                lines if lines < per_value else per_value, (text, subject, name, first)))))
+        return _Summary(total, tuple(values))
+
+    def _lines_summary(self, key: ConflictKey, stored: tuple[int, int, str, str], today: dt.date,
+                       per_value: int) -> _Summary:
         """Every active line of the key, in (doc_id, version, line) order, grouped here: each
         value's count, its first spelling and its first ``per_value`` sources.
 
@@ -650,12 +703,16 @@ class SqlSnapshot(IndexSnapshot):
         if not first:
             return plain
         values = list(plain.values)
+        pending = len(first)  # values holding a cited line; the rest are left as they are
         for i, group in enumerate(values):
             mine = first.get(group.normalized)
             if mine:
                 ids = {kl.identity for kl in mine}
                 ordered = (mine + [kl for kl in group.sources if kl.identity not in ids])[:per_value]
                 values[i] = group._replace(sources=tuple(ordered))
+                pending -= 1
+                if not pending:
+                    break
         return KeySummary(key, summary.total, tuple(values))
 
     def _cited_line(self, key: ConflictKey, identity: LineIdentity, today: dt.date) -> KeyedLine | None:
@@ -1157,6 +1214,94 @@ class SqlSnapshot(IndexSnapshot):
                 best[key] = row
         ordered = sorted(best.values(), key=lambda r: (r[4], r[0], r[2]))[:limit]
         return [SearchHit(r[0], r[1], r[2], r[3], r[4]) for r in ordered]
+
+
+class KeptSources(Sequence[KeyedLine]):
+    """A value's first sources as ``key_values`` holds them (JSON, :func:`derived.sources_text`),
+    made into :class:`KeyedLine` objects when first read (a first check lists 16,000 related
+    sources on Debian and reads a few; SPEC §7.4 related information is built on demand,
+    ``model.DeferredLocations``). Its length is known without reading: ``min(lines, per_value)``
+    (a row keeps ``min(lines, KEPT_SOURCES)`` sources). Compares and hashes as the tuple of its
+    items; immutable; a second thread reading it at once makes an equal tuple.
+    """
+
+    __slots__ = ("_items", "_length", "_row")
+
+    def __init__(self, length: int, row: tuple[str, str | None, str, str]) -> None:
+        """``row``: (the sources' JSON, the key's subject, its field, the value's first spelling)."""
+        self._length = length
+        self._row = row
+        self._items: tuple[KeyedLine, ...] | None = None
+
+    def items(self) -> tuple[KeyedLine, ...]:
+        """The sources, as a tuple (made once)."""
+        items = self._items
+        if items is None:
+            text, subject, name, spelled = self._row
+            items = tuple([KeyedLine(item[0], item[1], item[2], subject, name,
+                                     spelled if len(item) == 5 else item[5], item[4])
+                           for item in json.loads(text)[:self._length]])
+            self._items = items
+        return items
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> KeyedLine: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[KeyedLine, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> KeyedLine | tuple[KeyedLine, ...]:
+        return self.items()[index]
+
+    def __iter__(self) -> Iterator[KeyedLine]:
+        return iter(self.items())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, KeptSources):
+            return self.items() == other.items()
+        if isinstance(other, tuple):
+            return self.items() == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.items())
+
+    def __repr__(self) -> str:
+        return repr(self.items())
+
+
+def _merged_summary(subject: str | None, name: str, rows: list[tuple[object, ...]],
+                    dated: list[tuple[object, ...]], keep: int, per_value: int) -> _Summary:
+    """A key's kept values (``key_values`` rows ``(norm, spelled, lines, sources)`` in order of
+    first source) with its active dated lines ``(norm, value or None, doc_id, version, line,
+    path)`` added: counts summed, first sources merged by (doc_id, version, line) and cut to
+    ``keep``, the first spelling that of the first source, values in order of first source.
+    """
+    counts: dict[str, int] = {}
+    merged: dict[str, list[KeyedLine]] = {}
+    for norm_, spelled_, lines, text in rows:
+        norm = str(norm_)
+        spelled = norm if spelled_ is None else str(spelled_)
+        counts[norm] = int(str(lines))
+        merged[norm] = list(KeptSources(min(int(str(lines)), keep), (str(text), subject, name, spelled)))
+    for norm_, value, doc_id, version, line, path in dated:
+        norm = str(norm_)
+        counts[norm] = counts.get(norm, 0) + 1
+        merged.setdefault(norm, []).append(KeyedLine(str(doc_id), int(str(version)), int(str(line)), subject, name,
+                                                     norm if value is None else str(value), str(path)))
+    groups = []
+    for norm, sources in merged.items():
+        sources.sort(key=lambda kl: kl.identity)
+        groups.append(ValueGroup(norm, sources[0].value, counts[norm], tuple(sources[:per_value])))
+    groups.sort(key=lambda group: _first_identity(merged[group.normalized]))
+    return _Summary(sum(counts.values()), tuple(groups))
+
+
+def _first_identity(sources: list[KeyedLine]) -> LineIdentity:
+    return sources[0].identity
 
 
 def _upper(prefix: str) -> str | None:

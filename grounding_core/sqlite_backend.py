@@ -34,6 +34,21 @@ Schema (``PRAGMA user_version`` = :data:`LAYOUT`; older layouts are migrated on 
   4-6 of a term of 6 or more, else ``''``), indexed by anchor: the terms a sentence can hold
   are those anchored at one of its 2- or 3-grams whose next piece is also one of its 3-grams
   (a common start such as ``南广场`` no longer brings thousands of candidates).
+- ``key_values`` — SPEC §7.4's key summaries kept at write time, for the *head* of the log
+  (the state after the last commit), of the keys without a subject and the lines of undated
+  contents only (``derived.KEPT_SQL``): one row per (key, normalised value) with its count of
+  active lines, its first spelling (``spelled``, NULL when it is ``norm``) and its first
+  :data:`~grounding_core.derived.KEPT_SOURCES` sources by (doc_id, version, line) as JSON
+  ``[doc_id, version, line, content_id, path(, value)]`` (the value only where it is not the
+  first spelling). Clustered by (fh, sh, th, first source): a key's values are one
+  contiguous range (sorted by first source when read: a few thousand rows at most), and a
+  value is found for maintenance by its term hash ``th`` (as in ``field_lines``; values
+  sharing a term, ``南广场`` and ``南广场。``, differ in first source). ``grounding_core.derived``
+  keeps it in the events' transaction; a snapshot it cannot answer (an older ``n``, more
+  sources per value, a key with a subject) reads ``field_lines`` (``grounding_core.sql_snapshot``).
+- ``dated_lines`` — the field lines of those keys from contents with ``effective_from`` or
+  ``effective_until`` (active or not depending on "today", a query parameter), so that a
+  kept summary reads them live by key.
 - ``region_values`` — the measured attributes of image regions (SPEC §12) by (field, value):
   (content_id, region number), for the measured questions of SPEC §13 (an indexed lookup on
   field and value); image attributes are also ``field_lines`` rows, whose ``subject`` column
@@ -169,6 +184,32 @@ CREATE TABLE IF NOT EXISTS field_lines (
   subject TEXT
 );
 CREATE INDEX IF NOT EXISTS field_lines_key ON field_lines (fh, sh, th);
+CREATE TABLE IF NOT EXISTS key_values (
+  fh INTEGER NOT NULL,
+  sh INTEGER NOT NULL,
+  first_doc TEXT NOT NULL,
+  first_version INTEGER NOT NULL,
+  first_line INTEGER NOT NULL,
+  th INTEGER NOT NULL,
+  lines INTEGER NOT NULL,
+  field TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  norm TEXT NOT NULL,
+  spelled TEXT,
+  sources TEXT NOT NULL,
+  PRIMARY KEY (fh, sh, th, first_doc, first_version, first_line)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS dated_lines (
+  fh INTEGER NOT NULL,
+  sh INTEGER NOT NULL,
+  field TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  norm TEXT NOT NULL,
+  value TEXT,
+  line INTEGER NOT NULL,
+  content_id INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS dated_lines_key ON dated_lines (fh, sh);
 CREATE TABLE IF NOT EXISTS region_values (
   field TEXT NOT NULL,
   value TEXT NOT NULL,
@@ -250,7 +291,7 @@ POLL_SECONDS = 0.5
 notifications between processes)."""
 
 DERIVED_TABLES = ("versions", "revocations", "field_lines", "terms", "fields", "region_values", "vocabulary",
-                  "subject_contents")
+                  "subject_contents", "key_values", "dated_lines")
 
 
 class SqliteBackend:

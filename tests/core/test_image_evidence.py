@@ -458,7 +458,7 @@ def test_an_index_made_by_either_branch_before_the_merge_is_rebuilt_on_open(
     raw.execute("BEGIN")
     (value,) = raw.execute("SELECT value FROM meta WHERE key = 'fingerprint'").fetchone()
     printed = json.loads(value)
-    assert printed["definition"] == DERIVED_VERSION == 6
+    assert printed["definition"] == DERIVED_VERSION >= 6  # 7: key summaries kept at write time
     printed["definition"] = 5
     (sql,) = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'events'").fetchone()
     raw.execute("ALTER TABLE events RENAME TO events_new")

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 from PIL import Image, ImageDraw
 
+from grounding_core.backend import DERIVED_VERSION
 from grounding_core.config import load_config
 from grounding_core.model import Status
 from grounding_core.question import answer_question
@@ -145,6 +146,6 @@ def test_a_shared_index_from_before_image_evidence_is_rebuilt_on_open(pg_url: st
         assert reader.execute("SELECT COUNT(*) FROM region_values").fetchone()[0] > 0
         assert reader.execute("SELECT COUNT(*) FROM measurements").fetchone()[0] == 1
         definition = json.loads(reader.execute("SELECT value FROM meta WHERE key = 'fingerprint'").fetchone()[0])
-        assert definition["definition"] == 6
+        assert definition["definition"] == DERIVED_VERSION
     finally:
         again.close()

@@ -266,7 +266,7 @@ def check_derived(store: Store) -> None:
     """The derived tables equal a rebuild of the same log (a fresh store fed the events)."""
     conn = store.backend.reader()
     tables = {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall())
-              for t in ("versions", "revocations", "field_lines", "terms")}
+              for t in ("versions", "revocations", "field_lines", "terms", "key_values", "dated_lines")}
     fresh = SqliteBackend(":memory:")
     try:
         fresh.create_schema()
