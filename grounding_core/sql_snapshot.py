@@ -291,22 +291,26 @@ class SnapshotCaches:
         a new version of some documents (same lines, same texts; doc_id -> the new version):
         their summaries are kept with those sources renamed.
         """
-        versions = {d: v for d, v in self.versions.items() if d not in doc_ids}
+        # Reader threads still add entries to these caches while a scan builds the next
+        # snapshot: each is copied first (list(dict.items()) runs in C, holding the GIL), never
+        # iterated live ("dictionary changed size during iteration" failed a scan).
+        versions = {d: v for d, v in list(self.versions.items()) if d not in doc_ids}
         if keys is None or terms is None:
             return SnapshotCaches(versions, {}, {})
         moved = renumbered or {}
+        held_summaries = list(self.summaries.items())
         summaries = {k: (v if k[0] not in moved else v.renumbered(moved[k[0]]))
-                     for k, v in self.summaries.items() if k[0] not in keys}
+                     for k, v in held_summaries if k[0] not in keys}
         # A renumbered key's memo stays only while its summary of SPEC §7.4's sources per value
         # is known not to name a moved document (a memo that names none is the same value).
-        renamed = {k[:2] for k, v in self.summaries.items() if k[0] in moved and summaries.get(k) is not v}
-        summarised = {k[:2] for k in self.summaries if k[0] in moved and k[2] >= SOURCES_PER_VALUE}
-        key_memos = {m: held for m, held in self.key_memos.items()
+        renamed = {k[:2] for k, v in held_summaries if k[0] in moved and summaries.get(k) is not v}
+        summarised = {k[:2] for k, _ in held_summaries if k[0] in moved and k[2] >= SOURCES_PER_VALUE}
+        key_memos = {m: held for m, held in list(self.key_memos.items())
                      if held[0][0] not in keys and held[1].isdisjoint(doc_ids)
                      and (held[0][0] not in moved or (held[0] in summarised and held[0] not in renamed))}
-        verdicts = {k: v for k, v in self.terms.items() if k[0] not in terms}
+        verdicts = {k: v for k, v in list(self.terms.items()) if k[0] not in terms}
         changed = [t for t in terms if len(t) >= 2]
-        known = {k: v for k, v in self.known.items() if not any(t in k[0] for t in changed)}
+        known = {k: v for k, v in list(self.known.items()) if not any(t in k[0] for t in changed)}
         return SnapshotCaches(versions, summaries, verdicts, known, key_memos=key_memos)
 
 
