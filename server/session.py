@@ -164,6 +164,11 @@ class Workers:
         self._queue.put((loop, future, fn, args))
         return future
 
+    @property
+    def queued(self) -> int:
+        """Calls waiting for a thread (not started yet); approximate while threads take them."""
+        return self._queue.qsize()
+
     def close(self) -> None:
         """Let the threads end once the calls already queued are done (new calls restart them)."""
         with self._lock:
@@ -224,6 +229,11 @@ BACKGROUND_QUANTUM_SECONDS = 0.05
 OUTPUT_MARGIN_SECONDS = (0.05, 0.14)
 """The output lane's margin before an expected foreground job: the least, and the most (under
 the typing debounce, so every keystroke leaves a window for any message)."""
+BULK_LEAD_SECONDS = 0.1
+"""Bulk background work (:meth:`Foreground.pause_bulk`) stops at its next unit boundary once a
+draft check a keystroke scheduled is due within this many seconds: the last 100 ms of the
+150 ms typing debounce and the check itself run without it, the first 50 ms do not (its units
+between two pause points are about 50 ms at most, so one begun then ends before the check)."""
 CLIENT_READ_BYTES_PER_SECOND = 3_000_000
 """How fast a busy client reads and decodes our JSON, for the margin (pygls's client, on the
 bench machine under load: 2.6-50 MB/s for the 0.4-0.9 MB evidence publications, median 9)."""
@@ -259,17 +269,29 @@ class Foreground:
     (:meth:`expect`); the stdout thread calls :meth:`pause_output` before each background
     message (an evidence file's publication), which also waits while an expected check is due
     within the message's :func:`output_margin`, so the client has read it before the draft's
-    publication arrives. Background computation does not wait for expected jobs.
+    publication arrives.
+
+    Bulk work — the evidence refresh, the full-text fill, the heap's settle: work sized by the
+    corpus that nobody waits for at that moment — calls :meth:`pause_bulk` (or awaits
+    ``wait(bulk=True)``), which also waits while an expected check is due within
+    :data:`BULK_LEAD_SECONDS`: the end of a keystroke's debounce and its check run on a quiet
+    interpreter. Scans (an evidence edit the writer waits to see, the startup walk) call
+    :meth:`pause` and do not wait for expected checks. Same bound as :meth:`pause`; and since
+    an expected check is due within the lead for at most the lead (then it runs, held, or it
+    was replaced by a later keystroke's, due later), bulk work runs during the first
+    50 ms of every debounce however fast the writer types.
 
     Thread-safe: :meth:`hold`, :meth:`expect` and :meth:`wait` run on the loop, :meth:`pause`,
-    :meth:`pause_output` and :meth:`busy` anywhere. Times are ``time.monotonic()`` seconds.
+    :meth:`pause_bulk`, :meth:`pause_output` and :meth:`busy` anywhere. Times are
+    ``time.monotonic()`` seconds.
     """
 
     def __init__(self, grace: float = FOREGROUND_GRACE_SECONDS, max_wait: float = BACKGROUND_MAX_WAIT_SECONDS,
-                 quantum: float = BACKGROUND_QUANTUM_SECONDS) -> None:
+                 quantum: float = BACKGROUND_QUANTUM_SECONDS, bulk_lead: float = BULK_LEAD_SECONDS) -> None:
         self.grace = grace
         self.max_wait = max_wait
         self.quantum = quantum
+        self.bulk_lead = bulk_lead
         self._cond = threading.Condition()
         self._held: set[asyncio.Task[Any]] = set()
         self._expected: dict[asyncio.Task[Any], float] = {}
@@ -304,8 +326,9 @@ class Foreground:
 
     def expect(self, task: asyncio.Task[Any], delay: float = 0.0) -> None:
         """Mark ``task`` as a foreground job due in ``delay`` seconds (a draft check waiting
-        out the typing debounce) until it ends. It holds nothing but the output lane
-        (:meth:`pause_output`): background *computation* goes on during a debounce.
+        out the typing debounce) until it ends. It holds only the output lane
+        (:meth:`pause_output`) and bulk work (:meth:`pause_bulk`), as its due time nears:
+        other background work (a scan) goes on during a debounce.
         """
         if task.done():
             return
@@ -319,6 +342,7 @@ class Foreground:
         with self._cond:
             self._expected.pop(task, None)
             self._cond.notify_all()
+        self._wake()
 
     def _release(self, task: asyncio.Task[Any]) -> None:
         with self._cond:
@@ -327,6 +351,10 @@ class Foreground:
                 return
             self._ended = time.monotonic()
             self._cond.notify_all()
+        self._wake()
+
+    def _wake(self) -> None:
+        """Let every coroutine waiting in :meth:`wait` look again (loop)."""
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             if not waiter.done():
@@ -366,6 +394,14 @@ class Foreground:
         """
         return self._pause(None)
 
+    def pause_bulk(self) -> float:
+        """:meth:`pause` for bulk work (the evidence refresh, the full-text fill): it also
+        waits while an *expected* job is due within :attr:`bulk_lead` seconds (a keystroke's
+        check near the end of its debounce) until that job ends. Same bound and quantum as
+        :meth:`pause`.
+        """
+        return self._pause(self.bulk_lead, quantum=True)
+
     def pause_output(self, size: int = 0) -> float:
         """:meth:`pause` for the output lane (the stdout thread, before it writes one
         background message of ``size`` bytes, such as an evidence file's publication): it also
@@ -377,14 +413,14 @@ class Foreground:
         """
         return self._pause(output_margin(size))
 
-    def _pause(self, margin: float | None) -> float:
+    def _pause(self, margin: float | None, quantum: bool = False) -> float:
         start = now = time.monotonic()
         with self._cond:
             self.waiting += 1
             while (left := self._busy_locked(now, margin)) > 0:
                 bound = start + self.max_wait - now
                 if bound <= 0:
-                    if margin is None:
+                    if margin is None or quantum:
                         self._forced_locked(now)
                     else:  # the output lane lets only this message go, not every background unit
                         self.forced += 1
@@ -396,13 +432,16 @@ class Foreground:
             self.paused_seconds += waited
         return waited
 
-    async def wait(self) -> float:
-        """:meth:`pause` for a coroutine on the loop (background tasks between worker calls)."""
+    async def wait(self, bulk: bool = False) -> float:
+        """:meth:`pause` for a coroutine on the loop (background tasks between worker calls);
+        ``bulk``: :meth:`pause_bulk`'s rule.
+        """
         loop = asyncio.get_running_loop()
         start = now = time.monotonic()
+        margin = self.bulk_lead if bulk else None
         while True:
             with self._cond:
-                left = self._busy_locked(now)
+                left = self._busy_locked(now, margin)
                 bound = start + self.max_wait - now
                 if left > 0 and bound <= 0:
                     self._forced_locked(now)
@@ -972,5 +1011,6 @@ def _relative(path: Path, base: Path) -> str | None:
         return None
 
 
-__all__ = ["DEBOUNCE_SECONDS", "OUTPUT_MARGIN_SECONDS", "CheckJob", "Client", "DraftResult", "FileLines", "Foreground",
-           "IndexView", "ResultKey", "Session", "Tasks", "Workers", "output_margin", "run_check"]
+__all__ = ["BULK_LEAD_SECONDS", "DEBOUNCE_SECONDS", "OUTPUT_MARGIN_SECONDS", "CheckJob", "Client", "DraftResult",
+           "FileLines", "Foreground", "IndexView", "ResultKey", "Session", "Tasks", "Workers", "output_margin",
+           "run_check"]

@@ -109,11 +109,11 @@ async def _refresh_loop(session: Session) -> None:
         scan, docs, paths, full = state.scan, state.docs, state.paths, state.full
         state.scan, state.docs, state.paths, state.full = None, set(), {}, False
         before = state.snapshot if state.epoch == view.epoch and not full else None
-        await session.foreground.wait()
+        await session.foreground.wait(bulk=True)
         plan = await session.readers.run(
             _plan, view, before, state.scan_map, scan.evidence if scan is not None else None,
             scan.full if scan is not None else True, list(scan.changed) if scan is not None else [], docs, paths,
-            set(state.published), session.foreground.pause,
+            set(state.published), session.foreground.pause_bulk,
             session.workspace.store.backend if session.workspace is not None else None)
         state.scan_map = plan.scan_map
         todo = list(plan.affected.items())
@@ -121,7 +121,7 @@ async def _refresh_loop(session: Session) -> None:
         cache = ConflictCache(view.snapshot, view.today, view.config.evidence_display, conflicting=plan.conflicting)
         for start in range(0, len(todo), CHUNK):
             heap.freeze()  # automatic full collections during the refresh walk only the last chunk's heap
-            await session.foreground.wait()
+            await session.foreground.wait(bulk=True)
             current = session.current_view()
             if current is None or current.generation != view.generation:
                 state.paths.update(todo[start:])  # the next refresh does the rest
@@ -130,7 +130,7 @@ async def _refresh_loop(session: Session) -> None:
             chunk = todo[start:start + CHUNK]
             digests = {path: state.published.get(path) for path, _ in chunk}
             out = await session.readers.run(_chunk, view, cache, session.client, session.codec, session.file_lines,
-                                            chunk, plan.scan_map, digests, session.foreground.pause)
+                                            chunk, plan.scan_map, digests, session.foreground.pause_bulk)
             for path, digest, prepared in out:
                 session.client.send_prepared(prepared, bulk=True)  # after the drafts' output
                 if digest is None:
@@ -142,7 +142,7 @@ async def _refresh_loop(session: Session) -> None:
             state.snapshot, state.epoch = view.snapshot, view.epoch
     # a refresh of many files leaves most of its heap free: collect once, freeze what stays
     # (automatic full collections then skip it) and give free pages back (server/heap.py)
-    await session.foreground.wait()
+    await session.foreground.wait(bulk=True)
     await session.readers.run(heap.settle)
 
 

@@ -219,6 +219,65 @@ async def test_the_output_lane_is_bounded_by_the_starvation_bound() -> None:
     await task
 
 
+# ------------------------------------------------------------------------- bulk work
+
+
+async def test_bulk_work_waits_for_an_expected_check_due_within_the_lead_and_scans_do_not() -> None:
+    gate = Foreground(grace=0.0, max_wait=FAR, bulk_lead=0.1)
+    release = asyncio.Event()
+    task = asyncio.create_task(debounced(gate, 0.0, release))
+    gate.expect(task, 0.0)  # a keystroke's check at the end of its debounce
+    assert await asyncio.to_thread(gate.pause) == 0.0  # a scan goes on
+    bulk = asyncio.ensure_future(asyncio.to_thread(gate.pause_bulk))
+    waiting = asyncio.create_task(gate.wait(bulk=True))
+    await asyncio.to_thread(lambda: None)  # a thread hop: the bulk unit has started waiting
+    assert not bulk.done() and not waiting.done()
+    assert await gate.wait() == 0.0  # a loop coroutine that is not bulk work does not wait
+    release.set()
+    await task  # the check ended (published): bulk work goes on
+    assert await bulk > 0 and await waiting > 0
+    assert gate.forced == 0
+
+
+async def test_bulk_work_runs_while_the_expected_check_is_due_later_than_the_lead() -> None:
+    gate = Foreground(grace=0.0, max_wait=FAR, bulk_lead=0.1)
+    release = asyncio.Event()
+    task = asyncio.create_task(debounced(gate, FAR, release))
+    gate.expect(task, FAR)  # the start of a debounce
+    assert await asyncio.to_thread(gate.pause_bulk) == 0.0
+    assert await gate.wait(bulk=True) == 0.0
+    release.set()
+    await task
+
+
+async def test_a_replaced_check_lets_waiting_bulk_work_go_when_the_new_one_is_due_later() -> None:
+    gate = Foreground(grace=0.0, max_wait=FAR, bulk_lead=0.1)
+    first, second = asyncio.Event(), asyncio.Event()
+    old = asyncio.create_task(debounced(gate, 0.0, first))
+    gate.expect(old, 0.0)
+    waiting = asyncio.create_task(gate.wait(bulk=True))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    new = asyncio.create_task(debounced(gate, FAR, second))
+    gate.expect(new, FAR)  # the next keystroke: its check is due later than the lead
+    old.cancel()  # ... and replaces the old one (Tasks.start)
+    assert await waiting > 0
+    second.set()
+    await new
+
+
+async def test_bulk_work_is_bounded_and_the_bound_frees_a_quantum() -> None:
+    gate = Foreground(grace=0.0, max_wait=0.05, quantum=FAR, bulk_lead=0.1)
+    release = asyncio.Event()
+    task = asyncio.create_task(debounced(gate, 0.0, release))
+    gate.expect(task, 0.0)  # a check that never starts (e.g. it waits for the first index)
+    assert await asyncio.to_thread(gate.pause_bulk) >= gate.max_wait
+    assert gate.forced == 1
+    assert await asyncio.to_thread(gate.pause_bulk) == 0.0  # inside the quantum
+    release.set()
+    await task
+
+
 # ------------------------------------------------------------- the session's foreground jobs
 
 CJK = "---\r\ndoc_id: 价目\r\nversion: 1\r\nsubject: 开放日🎉\r\n---\r\n- 票价：免费𠮷\r\n"
