@@ -11,7 +11,10 @@ each pass starts once the draft checks scheduled before it (the re-checks of the
 change) have ended. The refresh is background work (``server.session.Foreground``): it
 pauses before each chunk, between the conflict keys of its plan and before each file of a
 chunk while a foreground job (a draft check, a hover, a completion ...) runs. A refresh
-whose index view was replaced meanwhile stops and leaves its remaining files to the next one.
+whose index view was replaced meanwhile stops and leaves its remaining files to the next one,
+which adds only what changed since the stopped one's view (so a storm of scans during the first
+refresh never restarts its whole plan). The refresh is bulk work: it also gives way to a
+keystroke's check near the end of its debounce (``Foreground.pause_bulk``).
 The loop keeps one small digest per file it has published to, never the findings themselves.
 """
 
@@ -124,8 +127,11 @@ async def _refresh_loop(session: Session) -> None:
             await session.foreground.wait(bulk=True)
             current = session.current_view()
             if current is None or current.generation != view.generation:
-                state.paths.update(todo[start:])  # the next refresh does the rest
+                # the next pass does the rest: these files, plus what changed since this view
+                # (what was published so far was computed from it), not a whole new plan
+                state.paths.update(todo[start:])
                 state.docs.update(docs)
+                state.snapshot, state.epoch = view.snapshot, view.epoch
                 break
             chunk = todo[start:start + CHUNK]
             digests = {path: state.published.get(path) for path, _ in chunk}
