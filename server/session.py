@@ -955,23 +955,25 @@ class Session:
         found = self._parses.get(uri)
         return found[1] if found is not None and found[0] == text_hash else None
 
-    def parse_ahead(self, uri: str) -> None:
+    def parse_ahead(self, uri: str) -> asyncio.Future[ParsedDraft] | None:
         """Start parsing the open draft ``uri``'s current text in a reader thread, once per
         text, unless a parse of it exists (:meth:`parsed`): the typing debounce's last
         :data:`server.features.diagnostics.PARSE_AHEAD_SECONDS` (the parse depends on the text
         and the draft kind only, never on the index, and is used only for exactly the text it
         was made of, by its hash). The check that follows (:meth:`current_result`) waits for
         it instead of parsing again. A parse that fails is dropped: the check parses again and
-        reports the failure as it always does (:func:`run_check`).
+        reports the failure as it always does (:func:`run_check`). Returns the parse's future
+        (the running one when this text is being parsed already), or None when nothing is to
+        parse (not an open draft, or its text is parsed).
         """
         document = self.document(uri)
         rel = self.draft_rel(uri)
         if document is None or rel is None or self.parsed(uri, document.text_hash) is not None:
-            return
+            return None
         text_hash = document.text_hash
         running = self._parsing.get(uri)
         if running is not None and running[0] == text_hash:
-            return
+            return running[1]
         future = asyncio.ensure_future(self.readers.run(parse_draft, document.text, draft_kind(rel)))
         self._parsing[uri] = (text_hash, future)
 
@@ -982,6 +984,7 @@ class Session:
                 self.remember_parse(uri, text_hash, f.result())
 
         future.add_done_callback(done)
+        return future
 
     async def _parsed_ahead(self, uri: str) -> None:
         """Wait for a parse :meth:`parse_ahead` started of the open draft's current text."""
