@@ -127,10 +127,10 @@ async def _refresh_loop(session: Session) -> None:
             await session.foreground.wait(bulk=True)
             current = session.current_view()
             if current is None or current.generation != view.generation:
-                # the next pass does the rest: these files, plus what changed since this view
-                # (what was published so far was computed from it), not a whole new plan
+                # the next pass does the rest: these files (every file this pass found
+                # affected is done or among them), plus what changed since this view (what was
+                # published so far was computed from it), not a whole new plan
                 state.paths.update(todo[start:])
-                state.docs.update(docs)
                 state.snapshot, state.epoch = view.snapshot, view.epoch
                 break
             chunk = todo[start:start + CHUNK]
