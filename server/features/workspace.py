@@ -95,14 +95,11 @@ BUSY_RETRY_SECONDS = (0.5, 30.0)
 """First and longest pause before retrying a scan another process's lock held up (doubling)."""
 FTS_SLICE_SECONDS = 0.25
 """Longest the writer thread spends on full-text rows before other writes get a turn."""
-FTS_SLICE_BATCH = 1
+FTS_SLICE_BATCH = 4
 """Contents per full-text transaction in the server: the slice's time limit is checked
 between transactions, and 200 contents (the store's default) took over a second at 10k
 on a loaded machine, which an evidence edit's rescan waited for; 16 of Debian's copyright
-files (up to 1.5 MB each) were one unit of up to 3.5 s of CPU that did not pause for typing.
-One: the fill gives way to typing (bulk work), so on a cold index more evidence edits land in
-it, and a rescan waits for at most the transaction in progress (4 Debian contents were up to
-0.9 s of CPU)."""
+files (up to 1.5 MB each) were one unit of up to 3.5 s of CPU that did not pause for typing."""
 
 
 # ------------------------------------------------------------------------ lifecycle
