@@ -45,7 +45,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -299,8 +299,6 @@ class Foreground:
         they are due (monotonic)."""
         self._ended = -math.inf
         """When the last foreground job ended (monotonic)."""
-        self._scans = 0
-        """Scans running now (:meth:`scanning`): bulk work waits for them."""
         self._free_until = -math.inf
         """Background runs unpaused until then (the starvation bound was reached)."""
         self._waiters: list[asyncio.Future[None]] = []
@@ -362,23 +360,6 @@ class Foreground:
             if not waiter.done():
                 waiter.set_result(None)
 
-    @contextlib.contextmanager
-    def scanning(self) -> Iterator[None]:
-        """While the block runs (on the loop: around a scan's worker call), bulk work waits
-        (:meth:`pause_bulk`, same bound): the scan makes a new index view, which the evidence
-        refresh's work on the current one would only be redone for, and an evidence edit's
-        rescan is what the writer waits to see.
-        """
-        with self._cond:
-            self._scans += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._scans -= 1
-                self._cond.notify_all()
-            self._wake()
-
     @property
     def jobs(self) -> int:
         """How many foreground jobs are held now."""
@@ -392,14 +373,14 @@ class Foreground:
         with self._cond:
             return self._busy_locked(time.monotonic()) > 0
 
-    def _busy_locked(self, now: float, margin: float | None = None, bulk: bool = False) -> float:
+    def _busy_locked(self, now: float, margin: float | None = None) -> float:
         """0 when background may run now; else how long to wait at most before looking again
-        (``math.inf``: until a job ends). ``margin`` (the output lane, bulk work): an expected
-        job due within that many seconds counts as held. ``bulk``: a running scan does too.
+        (``math.inf``: until a job ends). ``margin`` (the output lane): an expected job due
+        within that many seconds counts as held.
         """
         if now < self._free_until:
             return 0
-        if self._held or (bulk and self._scans):
+        if self._held:
             return math.inf
         if margin is not None and self._expected:
             soonest = min(self._expected.values())
@@ -416,10 +397,10 @@ class Foreground:
     def pause_bulk(self) -> float:
         """:meth:`pause` for bulk work (the evidence refresh, the full-text fill): it also
         waits while an *expected* job is due within :attr:`bulk_lead` seconds (a keystroke's
-        check near the end of its debounce) until that job ends, and while a scan runs
-        (:meth:`scanning`). Same bound and quantum as :meth:`pause`.
+        check near the end of its debounce) until that job ends. Same bound and quantum as
+        :meth:`pause`.
         """
-        return self._pause(self.bulk_lead, bulk=True)
+        return self._pause(self.bulk_lead, quantum=True)
 
     def pause_output(self, size: int = 0) -> float:
         """:meth:`pause` for the output lane (the stdout thread, before it writes one
@@ -432,14 +413,14 @@ class Foreground:
         """
         return self._pause(output_margin(size))
 
-    def _pause(self, margin: float | None, bulk: bool = False) -> float:
+    def _pause(self, margin: float | None, quantum: bool = False) -> float:
         start = now = time.monotonic()
         with self._cond:
             self.waiting += 1
-            while (left := self._busy_locked(now, margin, bulk)) > 0:
+            while (left := self._busy_locked(now, margin)) > 0:
                 bound = start + self.max_wait - now
                 if bound <= 0:
-                    if margin is None or bulk:
+                    if margin is None or quantum:
                         self._forced_locked(now)
                     else:  # the output lane lets only this message go, not every background unit
                         self.forced += 1
@@ -460,7 +441,7 @@ class Foreground:
         margin = self.bulk_lead if bulk else None
         while True:
             with self._cond:
-                left = self._busy_locked(now, margin, bulk)
+                left = self._busy_locked(now, margin)
                 bound = start + self.max_wait - now
                 if left > 0 and bound <= 0:
                     self._forced_locked(now)

@@ -406,9 +406,8 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
         return
     report = progress.callback(session) if progress is not None else None
     try:
-        with session.foreground.scanning():  # bulk work (the evidence refresh) waits for it
-            result, snapshot, searchable = await session.writer.run(_scan_store, ws, report, paths,
-                                                                    session.foreground.pause)
+        result, snapshot, searchable = await session.writer.run(_scan_store, ws, report, paths,
+                                                                session.foreground.pause)
     except Exception as exc:
         if isinstance(exc, FileNotFoundError):  # no evidence folder: nothing is evidence
             logger.warning("%s", exc)

@@ -422,15 +422,3 @@ async def test_a_check_uses_the_parse_made_ahead_of_it_for_exactly_that_text(tmp
         newer = await session.current_result(uri)
         assert newer is not None and newer.key.version == 4
         assert newer.draft.text == stale and newer.draft is not await older
-
-
-async def test_bulk_work_waits_for_a_running_scan_and_a_scan_does_not() -> None:
-    gate = Foreground(grace=0.0, max_wait=FAR)
-    with gate.scanning():
-        assert await asyncio.to_thread(gate.pause) == 0.0  # another scan's unit (or the scan's own)
-        bulk = asyncio.ensure_future(asyncio.to_thread(gate.pause_bulk))
-        waiting = asyncio.create_task(gate.wait(bulk=True))
-        await asyncio.to_thread(lambda: None)
-        assert not bulk.done() and not waiting.done()
-    assert await bulk > 0 and await waiting > 0  # the scan ended: bulk work goes on
-    assert gate.forced == 0
