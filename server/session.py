@@ -57,7 +57,7 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from grounding_core.check import check_parsed, check_text
 from grounding_core.config import Config
-from grounding_core.drafts import ParsedDraft, draft_kind
+from grounding_core.drafts import ParsedDraft, draft_kind, parse_draft
 from grounding_core.index import IndexSnapshot
 from grounding_core.model import DraftReport, Location
 from grounding_core.scan import Unstable, read_inside, read_stable
@@ -164,6 +164,11 @@ class Workers:
         self._queue.put((loop, future, fn, args))
         return future
 
+    @property
+    def queued(self) -> int:
+        """Calls waiting for a thread (not started yet); approximate while threads take them."""
+        return self._queue.qsize()
+
     def close(self) -> None:
         """Let the threads end once the calls already queued are done (new calls restart them)."""
         with self._lock:
@@ -224,6 +229,11 @@ BACKGROUND_QUANTUM_SECONDS = 0.05
 OUTPUT_MARGIN_SECONDS = (0.05, 0.14)
 """The output lane's margin before an expected foreground job: the least, and the most (under
 the typing debounce, so every keystroke leaves a window for any message)."""
+BULK_LEAD_SECONDS = 0.1
+"""Bulk background work (:meth:`Foreground.pause_bulk`) stops at its next unit boundary once a
+draft check a keystroke scheduled is due within this many seconds: the last 100 ms of the
+150 ms typing debounce and the check itself run without it, the first 50 ms do not (its units
+between two pause points are about 50 ms at most, so one begun then ends before the check)."""
 CLIENT_READ_BYTES_PER_SECOND = 3_000_000
 """How fast a busy client reads and decodes our JSON, for the margin (pygls's client, on the
 bench machine under load: 2.6-50 MB/s for the 0.4-0.9 MB evidence publications, median 9)."""
@@ -259,17 +269,29 @@ class Foreground:
     (:meth:`expect`); the stdout thread calls :meth:`pause_output` before each background
     message (an evidence file's publication), which also waits while an expected check is due
     within the message's :func:`output_margin`, so the client has read it before the draft's
-    publication arrives. Background computation does not wait for expected jobs.
+    publication arrives.
+
+    Bulk work — the evidence refresh, the full-text fill, the heap's settle: work sized by the
+    corpus that nobody waits for at that moment — calls :meth:`pause_bulk` (or awaits
+    ``wait(bulk=True)``), which also waits while an expected check is due within
+    :data:`BULK_LEAD_SECONDS`: the end of a keystroke's debounce and its check run on a quiet
+    interpreter. Scans (an evidence edit the writer waits to see, the startup walk) call
+    :meth:`pause` and do not wait for expected checks. Same bound as :meth:`pause`; and since
+    an expected check is due within the lead for at most the lead (then it runs, held, or it
+    was replaced by a later keystroke's, due later), bulk work runs during the first
+    50 ms of every debounce however fast the writer types.
 
     Thread-safe: :meth:`hold`, :meth:`expect` and :meth:`wait` run on the loop, :meth:`pause`,
-    :meth:`pause_output` and :meth:`busy` anywhere. Times are ``time.monotonic()`` seconds.
+    :meth:`pause_bulk`, :meth:`pause_output` and :meth:`busy` anywhere. Times are
+    ``time.monotonic()`` seconds.
     """
 
     def __init__(self, grace: float = FOREGROUND_GRACE_SECONDS, max_wait: float = BACKGROUND_MAX_WAIT_SECONDS,
-                 quantum: float = BACKGROUND_QUANTUM_SECONDS) -> None:
+                 quantum: float = BACKGROUND_QUANTUM_SECONDS, bulk_lead: float = BULK_LEAD_SECONDS) -> None:
         self.grace = grace
         self.max_wait = max_wait
         self.quantum = quantum
+        self.bulk_lead = bulk_lead
         self._cond = threading.Condition()
         self._held: set[asyncio.Task[Any]] = set()
         self._expected: dict[asyncio.Task[Any], float] = {}
@@ -304,8 +326,9 @@ class Foreground:
 
     def expect(self, task: asyncio.Task[Any], delay: float = 0.0) -> None:
         """Mark ``task`` as a foreground job due in ``delay`` seconds (a draft check waiting
-        out the typing debounce) until it ends. It holds nothing but the output lane
-        (:meth:`pause_output`): background *computation* goes on during a debounce.
+        out the typing debounce) until it ends. It holds only the output lane
+        (:meth:`pause_output`) and bulk work (:meth:`pause_bulk`), as its due time nears:
+        other background work (a scan) goes on during a debounce.
         """
         if task.done():
             return
@@ -319,6 +342,7 @@ class Foreground:
         with self._cond:
             self._expected.pop(task, None)
             self._cond.notify_all()
+        self._wake()
 
     def _release(self, task: asyncio.Task[Any]) -> None:
         with self._cond:
@@ -327,6 +351,10 @@ class Foreground:
                 return
             self._ended = time.monotonic()
             self._cond.notify_all()
+        self._wake()
+
+    def _wake(self) -> None:
+        """Let every coroutine waiting in :meth:`wait` look again (loop)."""
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             if not waiter.done():
@@ -366,6 +394,14 @@ class Foreground:
         """
         return self._pause(None)
 
+    def pause_bulk(self) -> float:
+        """:meth:`pause` for bulk work (the evidence refresh, the full-text fill): it also
+        waits while an *expected* job is due within :attr:`bulk_lead` seconds (a keystroke's
+        check near the end of its debounce) until that job ends. Same bound and quantum as
+        :meth:`pause`.
+        """
+        return self._pause(self.bulk_lead, quantum=True)
+
     def pause_output(self, size: int = 0) -> float:
         """:meth:`pause` for the output lane (the stdout thread, before it writes one
         background message of ``size`` bytes, such as an evidence file's publication): it also
@@ -377,14 +413,14 @@ class Foreground:
         """
         return self._pause(output_margin(size))
 
-    def _pause(self, margin: float | None) -> float:
+    def _pause(self, margin: float | None, quantum: bool = False) -> float:
         start = now = time.monotonic()
         with self._cond:
             self.waiting += 1
             while (left := self._busy_locked(now, margin)) > 0:
                 bound = start + self.max_wait - now
                 if bound <= 0:
-                    if margin is None:
+                    if margin is None or quantum:
                         self._forced_locked(now)
                     else:  # the output lane lets only this message go, not every background unit
                         self.forced += 1
@@ -396,13 +432,16 @@ class Foreground:
             self.paused_seconds += waited
         return waited
 
-    async def wait(self) -> float:
-        """:meth:`pause` for a coroutine on the loop (background tasks between worker calls)."""
+    async def wait(self, bulk: bool = False) -> float:
+        """:meth:`pause` for a coroutine on the loop (background tasks between worker calls);
+        ``bulk``: :meth:`pause_bulk`'s rule.
+        """
         loop = asyncio.get_running_loop()
         start = now = time.monotonic()
+        margin = self.bulk_lead if bulk else None
         while True:
             with self._cond:
-                left = self._busy_locked(now)
+                left = self._busy_locked(now, margin)
                 bound = start + self.max_wait - now
                 if left > 0 and bound <= 0:
                     self._forced_locked(now)
@@ -694,6 +733,8 @@ class Session:
         """Set once the first view exists, or when there is no workspace to index."""
         self.results: dict[str, DraftResult] = {}
         self._parses: dict[str, tuple[str, ParsedDraft]] = {}
+        self._parsing: dict[str, tuple[str, asyncio.Future[ParsedDraft]]] = {}
+        """Parses started ahead of a check (:meth:`parse_ahead`): uri -> (text hash, future)."""
         self._inflight: dict[tuple[str, ResultKey], asyncio.Future[DraftResult]] = {}
         self.tasks = Tasks()
         self.readers = Workers("grounding-read", READER_THREADS)
@@ -870,10 +911,11 @@ class Session:
         the first index view. None when ``uri`` is not an open draft.
         """
         await self.ready.wait()
+        self.foreground.hold()  # the calling task (a draft check, a request) until it ends
+        await self._parsed_ahead(uri)
         job = self.capture(uri)
         if job is None:
             return None
-        self.foreground.hold()  # the calling task (a draft check, a request) until it ends
         stored = self.results.get(uri)
         if stored is not None and stored.key == job.key:
             return stored
@@ -898,6 +940,7 @@ class Session:
     def forget(self, uri: str) -> DraftResult | None:
         """Drop the stored result and parse of ``uri`` (the document closed); returns the result."""
         self._parses.pop(uri, None)
+        self._parsing.pop(uri, None)
         return self.results.pop(uri, None)
 
     def parsed(self, uri: str, text_hash: str) -> ParsedDraft | None:
@@ -911,6 +954,46 @@ class Session:
             return result.draft
         found = self._parses.get(uri)
         return found[1] if found is not None and found[0] == text_hash else None
+
+    def parse_ahead(self, uri: str) -> asyncio.Future[ParsedDraft] | None:
+        """Start parsing the open draft ``uri``'s current text in a reader thread, once per
+        text, unless a parse of it exists (:meth:`parsed`): the typing debounce's last
+        :data:`server.features.diagnostics.PARSE_AHEAD_SECONDS` (the parse depends on the text
+        and the draft kind only, never on the index, and is used only for exactly the text it
+        was made of, by its hash). The check that follows (:meth:`current_result`) waits for
+        it instead of parsing again. A parse that fails is dropped: the check parses again and
+        reports the failure as it always does (:func:`run_check`). Returns the parse's future
+        (the running one when this text is being parsed already), or None when nothing is to
+        parse (not an open draft, or its text is parsed).
+        """
+        document = self.document(uri)
+        rel = self.draft_rel(uri)
+        if document is None or rel is None or self.parsed(uri, document.text_hash) is not None:
+            return None
+        text_hash = document.text_hash
+        running = self._parsing.get(uri)
+        if running is not None and running[0] == text_hash:
+            return running[1]
+        future = asyncio.ensure_future(self.readers.run(parse_draft, document.text, draft_kind(rel)))
+        self._parsing[uri] = (text_hash, future)
+
+        def done(f: asyncio.Future[ParsedDraft]) -> None:
+            if self._parsing.get(uri, (None, None))[1] is f:
+                del self._parsing[uri]
+            if not f.cancelled() and f.exception() is None:
+                self.remember_parse(uri, text_hash, f.result())
+
+        future.add_done_callback(done)
+        return future
+
+    async def _parsed_ahead(self, uri: str) -> None:
+        """Wait for a parse :meth:`parse_ahead` started of the open draft's current text."""
+        running = self._parsing.get(uri)
+        document = self.document(uri)
+        if running is None or document is None or running[0] != document.text_hash:
+            return
+        with contextlib.suppress(Exception):
+            await asyncio.shield(running[1])
 
     def remember_parse(self, uri: str, text_hash: str, draft: ParsedDraft) -> None:
         """Keep one parse per open draft (the latest text's) for :meth:`parsed`."""
@@ -972,5 +1055,6 @@ def _relative(path: Path, base: Path) -> str | None:
         return None
 
 
-__all__ = ["DEBOUNCE_SECONDS", "OUTPUT_MARGIN_SECONDS", "CheckJob", "Client", "DraftResult", "FileLines", "Foreground",
-           "IndexView", "ResultKey", "Session", "Tasks", "Workers", "output_margin", "run_check"]
+__all__ = ["BULK_LEAD_SECONDS", "DEBOUNCE_SECONDS", "OUTPUT_MARGIN_SECONDS", "CheckJob", "Client", "DraftResult",
+           "FileLines", "Foreground", "IndexView", "ResultKey", "Session", "Tasks", "Workers", "output_margin",
+           "run_check"]

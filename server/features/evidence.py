@@ -11,7 +11,10 @@ each pass starts once the draft checks scheduled before it (the re-checks of the
 change) have ended. The refresh is background work (``server.session.Foreground``): it
 pauses before each chunk, between the conflict keys of its plan and before each file of a
 chunk while a foreground job (a draft check, a hover, a completion ...) runs. A refresh
-whose index view was replaced meanwhile stops and leaves its remaining files to the next one.
+whose index view was replaced meanwhile stops and leaves its remaining files to the next one,
+which adds only what changed since the stopped one's view (so a storm of scans during the first
+refresh never restarts its whole plan). The refresh is bulk work: it also gives way to a
+keystroke's check near the end of its debounce (``Foreground.pause_bulk``).
 The loop keeps one small digest per file it has published to, never the findings themselves.
 """
 
@@ -109,11 +112,11 @@ async def _refresh_loop(session: Session) -> None:
         scan, docs, paths, full = state.scan, state.docs, state.paths, state.full
         state.scan, state.docs, state.paths, state.full = None, set(), {}, False
         before = state.snapshot if state.epoch == view.epoch and not full else None
-        await session.foreground.wait()
+        await session.foreground.wait(bulk=True)
         plan = await session.readers.run(
             _plan, view, before, state.scan_map, scan.evidence if scan is not None else None,
             scan.full if scan is not None else True, list(scan.changed) if scan is not None else [], docs, paths,
-            set(state.published), session.foreground.pause,
+            set(state.published), session.foreground.pause_bulk,
             session.workspace.store.backend if session.workspace is not None else None)
         state.scan_map = plan.scan_map
         todo = list(plan.affected.items())
@@ -121,16 +124,19 @@ async def _refresh_loop(session: Session) -> None:
         cache = ConflictCache(view.snapshot, view.today, view.config.evidence_display, conflicting=plan.conflicting)
         for start in range(0, len(todo), CHUNK):
             heap.freeze()  # automatic full collections during the refresh walk only the last chunk's heap
-            await session.foreground.wait()
+            await session.foreground.wait(bulk=True)
             current = session.current_view()
             if current is None or current.generation != view.generation:
-                state.paths.update(todo[start:])  # the next refresh does the rest
-                state.docs.update(docs)
+                # the next pass does the rest: these files (every file this pass found
+                # affected is done or among them), plus what changed since this view (what was
+                # published so far was computed from it), not a whole new plan
+                state.paths.update(todo[start:])
+                state.snapshot, state.epoch = view.snapshot, view.epoch
                 break
             chunk = todo[start:start + CHUNK]
             digests = {path: state.published.get(path) for path, _ in chunk}
             out = await session.readers.run(_chunk, view, cache, session.client, session.codec, session.file_lines,
-                                            chunk, plan.scan_map, digests, session.foreground.pause)
+                                            chunk, plan.scan_map, digests, session.foreground.pause_bulk)
             for path, digest, prepared in out:
                 session.client.send_prepared(prepared, bulk=True)  # after the drafts' output
                 if digest is None:
@@ -142,7 +148,7 @@ async def _refresh_loop(session: Session) -> None:
             state.snapshot, state.epoch = view.snapshot, view.epoch
     # a refresh of many files leaves most of its heap free: collect once, freeze what stays
     # (automatic full collections then skip it) and give free pages back (server/heap.py)
-    await session.foreground.wait()
+    await session.foreground.wait(bulk=True)
     await session.readers.run(heap.settle)
 
 

@@ -539,12 +539,12 @@ async def _build_full_text(session: Session) -> None:
     ws, epoch = session.workspace, session.epoch
     if ws is None:
         return
-    try:  # background work: pauses before each transaction while foreground jobs run
+    try:  # bulk work: pauses before each transaction while foreground jobs run or a check is due
         while not await session.writer.run(ws.store.build_fts, FTS_SLICE_SECONDS, FTS_SLICE_BATCH,
-                                           session.foreground.pause):
+                                           _fts_pause(session)):
             if epoch != session.epoch:
                 return
-            await session.foreground.wait()
+            await session.foreground.wait(bulk=True)
     except Exception:
         logger.exception("building the full-text rows failed; search stays incomplete")
         return
@@ -552,6 +552,18 @@ async def _build_full_text(session: Session) -> None:
     if epoch == session.epoch and view is not None and view.epoch == epoch:
         _set_snapshot(session, await session.readers.run(ws.store.snapshot))
         diagnostics.recheck_open_drafts(session)
+
+
+def _fts_pause(session: Session) -> Callable[[], float]:
+    """The full-text fill's yield point (writer thread): bulk work (``Foreground.pause_bulk``:
+    it also gives way to a keystroke's check near the end of its debounce), except while a
+    scan waits for the writer thread (an evidence edit the writer waits to see): then only
+    ``Foreground.pause``, as scans themselves do.
+    """
+    def pause() -> float:
+        return session.foreground.pause() if session.writer.queued else session.foreground.pause_bulk()
+
+    return pause
 
 
 async def _retry_unstable(session: Session) -> None:

@@ -11,9 +11,10 @@ of the 35 definitions citing it (6.9 MB per publication). The editor shows less,
   values and sources there are and that ``grounding conflicts`` lists every source; with at
   most :data:`MAX_VALUES_NAMED` values it is the core's message unchanged;
 - the first diagnostic of a key in the draft (document order) carries the key's related
-  sources (the draft's cited ones first, up to 5 per named value, at most
-  :data:`server.convert.MAX_RELATED`); each later one of the same key only its own cited
-  source, and :func:`server.convert.lsp_diagnostics` adds a location pointing at the first.
+  sources: the draft's cited ones first, then the first source of each named value none of
+  them holds, at most :data:`MAX_RELATED_SOURCES` (the message names up to 5 sources per value
+  already); each later one of the same key only its own cited source, and
+  :func:`server.convert.lsp_diagnostics` adds a location pointing at the first.
 
 Protocol-free: findings in, findings out (spans stay the core's).
 """
@@ -154,9 +155,8 @@ def _render(finding: Finding, detail: ConflictDetail) -> _Rendered:
         named_at = {at for i in order[:MAX_VALUES_NAMED] for at in range(starts[i], starts[i + 1])}
         picked = [position[identity] for identity in dict.fromkeys(detail.cited)
                   if identity in position and position[identity] in named_at]
-        chosen = set(picked)
-        picked += [at for i in order[:MAX_VALUES_NAMED] for at in range(starts[i], starts[i + 1])
-                   if at not in chosen]
+        shown = {i for i in order[:MAX_VALUES_NAMED] for at in picked if starts[i] <= at < starts[i + 1]}
+        picked += [starts[i] for i in order[:MAX_VALUES_NAMED] if i not in shown and starts[i] < starts[i + 1]]
         head = tuple(related[at] for at in picked[:MAX_RELATED_SOURCES])
     rendered = _Rendered(related, finding.message, detail.cited, message, head, own)
     if related:
@@ -170,7 +170,8 @@ def editor_conflicts(findings: Sequence[Finding]) -> list[ConflictRendering]:
     """Every finding as the editor shows it, in order: a GR108 finding that carries its
     :class:`~grounding_core.model.ConflictDetail` gets :func:`conflict_message`; the first of
     its key (in the order given: document order) gets the key's related sources (the draft's
-    cited sources first, then up to 5 per named value, at most :data:`MAX_RELATED_SOURCES`), each later one only
+    cited sources first, then one per named value none of them holds, at most
+    :data:`MAX_RELATED_SOURCES`), each later one only
     its own cited source (if it is among the key's listed sources) and ``first`` = the span of
     the first. Other findings pass unchanged. Cost: per key, one pass over its summary's
     listed sources when the core's related tuple is new, else nothing.

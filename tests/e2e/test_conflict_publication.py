@@ -111,8 +111,8 @@ async def test_the_first_diagnostic_lists_the_sources_and_the_others_point_at_it
                                                          for n in (1, 2, 3)]
     related = first.related_information or []
     assert [(r.location.uri, r.location.range) for r in related[:4]] == [
-        evidence_line(client, doc) for doc in ("v03", "v07", "zfull", "v00")]
-    assert len(related) == 21  # the 20 named values' sources; 20..24 are not named
+        evidence_line(client, doc) for doc in ("v03", "v07", "zfull", "v01")]
+    assert len(related) == 20  # one source per named value (周四16:30's: the cited zfull); 20..24 are not named
     assert related[2].message == f"活动时间：{FULL_WIDTH}"
     for later, doc in ((second, "v07"), (third, "zfull")):
         own, pointer = later.related_information or []

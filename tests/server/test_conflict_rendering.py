@@ -105,9 +105,10 @@ def test_the_first_diagnostic_lists_the_sources_and_later_ones_point_at_it(works
     first, second, third = shown
     assert first.first is None
     assert [(loc.path, loc.line) for loc in first.finding.related[:4]] == [
-        ("evidence/v03.md", 5), ("evidence/v07.md", 5), ("evidence/zfull.md", 5), ("evidence/v00.md", 5)]
+        ("evidence/v03.md", 5), ("evidence/v07.md", 5), ("evidence/zfull.md", 5), ("evidence/v01.md", 5)]
+    # one source per named value: 周四16:30's is the cited zfull (not v00 beside it); 20..24 are not named
     assert {loc.path for loc in first.finding.related} == {
-        *(f"evidence/v{n:02d}.md" for n in range(20)), "evidence/zfull.md"}  # named values only
+        *(f"evidence/v{n:02d}.md" for n in range(1, 20)), "evidence/zfull.md"}
     assert first.finding.related[2].message == "活动时间：周四１６：３０"
     assert second.first == third.first == findings[0].span
     assert [(loc.path, loc.line) for loc in second.finding.related] == [("evidence/v07.md", 5)]
@@ -119,7 +120,7 @@ def test_the_first_diagnostic_lists_the_sources_and_later_ones_point_at_it(works
         diagnostics = lsp_diagnostics(findings, lines, codec, lambda rel: f"file:///ws/{rel}",
                                       lambda rel: (), locations={}, related_lists={}, uri="file:///ws/answers/a.md")
         head = diagnostics[0]
-        assert len(head.related_information or ()) == 21
+        assert len(head.related_information or ()) == 20
         for later, own in ((diagnostics[1], "v07.md"), (diagnostics[2], "zfull.md")):
             mine, pointer = later.related_information or ()
             assert mine.location.uri == f"file:///ws/evidence/{own}"
@@ -147,7 +148,7 @@ def test_twenty_values_keep_the_core_message_and_the_cap(tmp_path: Path) -> None
     shown = [r.finding for r in editor_conflicts(findings)]
     assert [f.message for f in shown] == [f.message for f in findings]  # exactly the core's text
     assert "more values" not in shown[0].message
-    assert len(shown[0].related) == 22 <= MAX_RELATED  # 19 + 周四16:30 (2) + w19
+    assert len(shown[0].related) == 20 <= MAX_RELATED  # one per value: 周四16:30's is the cited zfull, not v00
 
 
 def test_the_fields_item_comes_first_and_a_crlf_draft_converts(workspace: Workspace) -> None:
@@ -156,7 +157,7 @@ def test_the_fields_item_comes_first_and_a_crlf_draft_converts(workspace: Worksp
     findings = conflicts_of(workspace, text)
     assert len(findings) == 4 and findings[0].citation is None  # the fields item, then the definitions
     shown = editor_conflicts(findings)
-    assert shown[0].first is None and len(shown[0].finding.related) == 21
+    assert shown[0].first is None and len(shown[0].finding.related) == 20
     assert all(r.first == findings[0].span for r in shown[1:])
     assert [[loc.path for loc in r.finding.related] for r in shown[1:]] == [
         ["evidence/v03.md"], ["evidence/v07.md"], ["evidence/zfull.md"]]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
+from grounding_core.check import check_text
 from server.features import diagnostics, navigation, workspace
 from server.session import OUTPUT_MARGIN_SECONDS, Foreground, output_margin
 from tests.support.inprocess import in_process
@@ -219,6 +220,65 @@ async def test_the_output_lane_is_bounded_by_the_starvation_bound() -> None:
     await task
 
 
+# ------------------------------------------------------------------------- bulk work
+
+
+async def test_bulk_work_waits_for_an_expected_check_due_within_the_lead_and_scans_do_not() -> None:
+    gate = Foreground(grace=0.0, max_wait=FAR, bulk_lead=0.1)
+    release = asyncio.Event()
+    task = asyncio.create_task(debounced(gate, 0.0, release))
+    gate.expect(task, 0.0)  # a keystroke's check at the end of its debounce
+    assert await asyncio.to_thread(gate.pause) == 0.0  # a scan goes on
+    bulk = asyncio.ensure_future(asyncio.to_thread(gate.pause_bulk))
+    waiting = asyncio.create_task(gate.wait(bulk=True))
+    await asyncio.to_thread(lambda: None)  # a thread hop: the bulk unit has started waiting
+    assert not bulk.done() and not waiting.done()
+    assert await gate.wait() == 0.0  # a loop coroutine that is not bulk work does not wait
+    release.set()
+    await task  # the check ended (published): bulk work goes on
+    assert await bulk > 0 and await waiting > 0
+    assert gate.forced == 0
+
+
+async def test_bulk_work_runs_while_the_expected_check_is_due_later_than_the_lead() -> None:
+    gate = Foreground(grace=0.0, max_wait=FAR, bulk_lead=0.1)
+    release = asyncio.Event()
+    task = asyncio.create_task(debounced(gate, FAR, release))
+    gate.expect(task, FAR)  # the start of a debounce
+    assert await asyncio.to_thread(gate.pause_bulk) == 0.0
+    assert await gate.wait(bulk=True) == 0.0
+    release.set()
+    await task
+
+
+async def test_a_replaced_check_lets_waiting_bulk_work_go_when_the_new_one_is_due_later() -> None:
+    gate = Foreground(grace=0.0, max_wait=FAR, bulk_lead=0.1)
+    first, second = asyncio.Event(), asyncio.Event()
+    old = asyncio.create_task(debounced(gate, 0.0, first))
+    gate.expect(old, 0.0)
+    waiting = asyncio.create_task(gate.wait(bulk=True))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    new = asyncio.create_task(debounced(gate, FAR, second))
+    gate.expect(new, FAR)  # the next keystroke: its check is due later than the lead
+    old.cancel()  # ... and replaces the old one (Tasks.start)
+    assert await waiting > 0
+    second.set()
+    await new
+
+
+async def test_bulk_work_is_bounded_and_the_bound_frees_a_quantum() -> None:
+    gate = Foreground(grace=0.0, max_wait=0.05, quantum=FAR, bulk_lead=0.1)
+    release = asyncio.Event()
+    task = asyncio.create_task(debounced(gate, 0.0, release))
+    gate.expect(task, 0.0)  # a check that never starts (e.g. it waits for the first index)
+    assert await asyncio.to_thread(gate.pause_bulk) >= gate.max_wait
+    assert gate.forced == 1
+    assert await asyncio.to_thread(gate.pause_bulk) == 0.0  # inside the quantum
+    release.set()
+    await task
+
+
 # ------------------------------------------------------------- the session's foreground jobs
 
 CJK = "---\r\ndoc_id: 价目\r\nversion: 1\r\nsubject: 开放日🎉\r\n---\r\n- 票价：免费𠮷\r\n"
@@ -320,3 +380,45 @@ async def test_a_running_evidence_refresh_publishes_nothing_while_a_foreground_j
         await job
         await recorder.wait_until(lambda: published(mark) == CONFLICTING, "the rest of the refresh")
         assert session.foreground.forced == 0
+
+
+# ------------------------------------------------------------------ the parse ahead of a check
+
+PARSE_DRAFT = ("---\r\nquestion: 票价多少？\r\nfields: [票价]\r\n---\r\n开放日票价：免费𠮷[^1]。🎉\r\n\r\n"
+               '[^1]: 价目@1:6 sha256:{sha} "- 票价：免费𠮷"\r\n')
+
+
+async def test_a_check_uses_the_parse_made_ahead_of_it_for_exactly_that_text(tmp_path: Path) -> None:
+    root = build_workspace(tmp_path / "ws", {"grounding.toml": 'today = "2026-06-01"\n',
+                                             "evidence/price.md": CJK})
+    draft = PARSE_DRAFT.format(sha=sha256(CJK)[:12])
+    async with in_process(root) as here:
+        session = here.session
+        uri = here.open("answers/a.md", draft)
+        await here.recorder.wait_publish(uri)
+        assert session.parse_ahead(uri) is None  # the open check's parse is there already
+        edited = draft.replace("免费𠮷[^1]。", "免费𠮷 [^1]。")
+        here.change(uri, 2, edited)
+        session.tasks.cancel(diagnostics.CHECK_PREFIX + uri)  # this test drives the check itself
+        ahead = session.parse_ahead(uri)
+        assert ahead is not None and session.parse_ahead(uri) is ahead  # one parse per text
+        result = await session.current_result(uri)  # waits for the parse instead of parsing again
+        assert result is not None and result.key.version == 2
+        assert result.draft is ahead.result()
+        assert result.draft.text == edited
+        view = session.current_view()
+        assert view is not None
+        expected = check_text(edited, "answers/a.md", view.snapshot, view.config, view.today).report
+        assert result.report.findings == expected.findings and result.report.status == expected.status
+        # a parse of an older text is never used for a newer one
+        typed = edited.replace("🎉", "🎉。")
+        stale = edited.replace("🎉", "🎉🎉")
+        here.change(uri, 3, typed)
+        session.tasks.cancel(diagnostics.CHECK_PREFIX + uri)
+        older = session.parse_ahead(uri)
+        assert older is not None
+        here.change(uri, 4, stale)
+        session.tasks.cancel(diagnostics.CHECK_PREFIX + uri)
+        newer = await session.current_result(uri)
+        assert newer is not None and newer.key.version == 4
+        assert newer.draft.text == stale and newer.draft is not await older
