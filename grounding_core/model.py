@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, TypeVar, overload
 
 if TYPE_CHECKING:
     from .index import KeySummary
@@ -123,7 +123,55 @@ class Location:
     line_text: str | None = None
 
 
-class DeferredLocations(Sequence[Location]):
+T = TypeVar("T")
+
+
+class TupleView(Sequence[T]):
+    """A read-only sequence that behaves as the tuple :meth:`items` returns: indexing, slicing
+    (a tuple), iteration, ``in``, and ``==`` / ``hash`` / ``repr`` as that tuple, so a value
+    holding a view equals one holding the tuple. Subclasses make the tuple when first read
+    (:class:`DeferredLocations`, ``sql_snapshot.KeptSources``) and know ``len`` without it.
+    """
+
+    __slots__ = ()
+
+    def items(self) -> tuple[T, ...]:
+        """The elements as a tuple (made on first read by a subclass)."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[T, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> T | tuple[T, ...]:
+        return self.items()[index]
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.items())
+
+    def __contains__(self, value: object) -> bool:
+        return value in self.items()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TupleView):
+            return self is other or self.items() == other.items()
+        if isinstance(other, tuple):
+            return self.items() == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.items())
+
+    def __repr__(self) -> str:
+        return repr(self.items())
+
+
+class DeferredLocations(TupleView[Location]):
     """Related locations made on first read: what a ``field-conflict`` (GR108) finding carries
     as ``related`` (SPEC §7.4: up to 5 sources per value, 16,000 for Debian's 100-citation
     draft), so a check whose output never shows them (text output, a status) never builds them,
@@ -166,34 +214,6 @@ class DeferredLocations(Sequence[Location]):
 
     def __len__(self) -> int:
         return self._size
-
-    @overload
-    def __getitem__(self, index: int) -> Location: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> tuple[Location, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> Location | tuple[Location, ...]:
-        return self.items()[index]
-
-    def __iter__(self) -> Iterator[Location]:
-        return iter(self.items())
-
-    def __contains__(self, value: object) -> bool:
-        return value in self.items()
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, DeferredLocations):
-            return self is other or self.items() == other.items()
-        if isinstance(other, tuple):
-            return self.items() == other
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self.items())
-
-    def __repr__(self) -> str:
-        return repr(self.items())
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar, cast, overload
+from typing import Protocol, TypeVar, cast
 
 from . import memory_store
 from .backend import FIELD_HEAD, Backend, Connection, text_hash
@@ -45,6 +45,7 @@ from .index import (
     VocabularyTerm,
 )
 from .memory import MemoryEntry
+from .model import TupleView
 from .text import VALUE_TRAILING_PUNCTUATION, line_is, normalize, split_lines
 
 T = TypeVar("T")
@@ -1220,7 +1221,7 @@ class SqlSnapshot(IndexSnapshot):
         return [SearchHit(r[0], r[1], r[2], r[3], r[4]) for r in ordered]
 
 
-class KeptSources(Sequence[KeyedLine]):
+class KeptSources(TupleView[KeyedLine]):
     """A value's first sources as ``key_values`` holds them (JSON, :func:`derived.sources_text`),
     made into :class:`KeyedLine` objects when first read (a first check lists 16,000 related
     sources on Debian and reads a few; SPEC §7.4 related information is built on demand,
@@ -1250,31 +1251,6 @@ class KeptSources(Sequence[KeyedLine]):
 
     def __len__(self) -> int:
         return self._length
-
-    @overload
-    def __getitem__(self, index: int) -> KeyedLine: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> tuple[KeyedLine, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> KeyedLine | tuple[KeyedLine, ...]:
-        return self.items()[index]
-
-    def __iter__(self) -> Iterator[KeyedLine]:
-        return iter(self.items())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, KeptSources):
-            return self.items() == other.items()
-        if isinstance(other, tuple):
-            return self.items() == other
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self.items())
-
-    def __repr__(self) -> str:
-        return repr(self.items())
 
 
 def _merged_summary(subject: str | None, name: str, rows: list[tuple[object, ...]],
