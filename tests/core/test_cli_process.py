@@ -42,6 +42,8 @@ NOT_FOR_A_CHECK = (
 """Modules (and their submodules) a ``grounding check`` of a Markdown draft, with the default
 globs and the drafts named on the command line, never imports."""
 
+pytestmark = pytest.mark.sqlite_only  # reads the SQLite file, its WAL or a SQLite-only process
+
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:

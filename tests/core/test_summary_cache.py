@@ -25,6 +25,8 @@ POSTER = "---\ndoc_id: poster\nsubject: 开放日\n---\n- 活动时间：周四 
 FLYER = "---\ndoc_id: flyer\neffective_until: 2026-12-31\n---\r\n主题：开放日\r\n- 活动时间：周三16:30\r\n"
 TODAY = dt.date(2026, 11, 30)
 
+pytestmark = pytest.mark.sqlite_only  # reads the SQLite file, its WAL or a SQLite-only process
+
 
 @contextmanager
 def opened(root: Path) -> Iterator[Workspace]:

@@ -89,6 +89,7 @@ def test_watcher_paths_name_a_new_link_and_drop_a_removed_one(make_workspace: Ma
 
 def test_grounding_check_prints_the_note(make_workspace: MakeWorkspace, tmp_path: Path) -> None:
     ws, _ = _build(make_workspace, tmp_path)
+    ws.store.close()  # on a shared (PostgreSQL) index an open store stays the writer: the CLI's scan must run
     out = subprocess.run([sys.executable, "-m", "grounding.cli", "check", "--root", str(ws.config.root)],
                          capture_output=True, text=True, encoding="utf-8", check=False)
     assert out.returncode == 0, out.stderr
