@@ -57,7 +57,7 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from grounding_core.check import check_parsed, check_text
 from grounding_core.config import Config
-from grounding_core.drafts import ParsedDraft, draft_kind, parse_draft
+from grounding_core.drafts import ParsedDraft, draft_kind
 from grounding_core.index import IndexSnapshot
 from grounding_core.model import DraftReport, Location
 from grounding_core.scan import Unstable, read_inside, read_stable
@@ -733,8 +733,6 @@ class Session:
         """Set once the first view exists, or when there is no workspace to index."""
         self.results: dict[str, DraftResult] = {}
         self._parses: dict[str, tuple[str, ParsedDraft]] = {}
-        self._parsing: dict[str, tuple[str, asyncio.Future[ParsedDraft]]] = {}
-        """Parses started ahead of a check (:meth:`parse_ahead`): uri -> (text hash, future)."""
         self._inflight: dict[tuple[str, ResultKey], asyncio.Future[DraftResult]] = {}
         self.tasks = Tasks()
         self.readers = Workers("grounding-read", READER_THREADS)
@@ -912,7 +910,6 @@ class Session:
         """
         await self.ready.wait()
         self.foreground.hold()  # the calling task (a draft check, a request) until it ends
-        await self._parsed_ahead(uri)
         job = self.capture(uri)
         if job is None:
             return None
@@ -940,7 +937,6 @@ class Session:
     def forget(self, uri: str) -> DraftResult | None:
         """Drop the stored result and parse of ``uri`` (the document closed); returns the result."""
         self._parses.pop(uri, None)
-        self._parsing.pop(uri, None)
         return self.results.pop(uri, None)
 
     def parsed(self, uri: str, text_hash: str) -> ParsedDraft | None:
@@ -954,46 +950,6 @@ class Session:
             return result.draft
         found = self._parses.get(uri)
         return found[1] if found is not None and found[0] == text_hash else None
-
-    def parse_ahead(self, uri: str) -> asyncio.Future[ParsedDraft] | None:
-        """Start parsing the open draft ``uri``'s current text in a reader thread, once per
-        text, unless a parse of it exists (:meth:`parsed`): the typing debounce's last
-        :data:`server.features.diagnostics.PARSE_AHEAD_SECONDS` (the parse depends on the text
-        and the draft kind only, never on the index, and is used only for exactly the text it
-        was made of, by its hash). The check that follows (:meth:`current_result`) waits for
-        it instead of parsing again. A parse that fails is dropped: the check parses again and
-        reports the failure as it always does (:func:`run_check`). Returns the parse's future
-        (the running one when this text is being parsed already), or None when nothing is to
-        parse (not an open draft, or its text is parsed).
-        """
-        document = self.document(uri)
-        rel = self.draft_rel(uri)
-        if document is None or rel is None or self.parsed(uri, document.text_hash) is not None:
-            return None
-        text_hash = document.text_hash
-        running = self._parsing.get(uri)
-        if running is not None and running[0] == text_hash:
-            return running[1]
-        future = asyncio.ensure_future(self.readers.run(parse_draft, document.text, draft_kind(rel)))
-        self._parsing[uri] = (text_hash, future)
-
-        def done(f: asyncio.Future[ParsedDraft]) -> None:
-            if self._parsing.get(uri, (None, None))[1] is f:
-                del self._parsing[uri]
-            if not f.cancelled() and f.exception() is None:
-                self.remember_parse(uri, text_hash, f.result())
-
-        future.add_done_callback(done)
-        return future
-
-    async def _parsed_ahead(self, uri: str) -> None:
-        """Wait for a parse :meth:`parse_ahead` started of the open draft's current text."""
-        running = self._parsing.get(uri)
-        document = self.document(uri)
-        if running is None or document is None or running[0] != document.text_hash:
-            return
-        with contextlib.suppress(Exception):
-            await asyncio.shield(running[1])
 
     def remember_parse(self, uri: str, text_hash: str, draft: ParsedDraft) -> None:
         """Keep one parse per open draft (the latest text's) for :meth:`parsed`."""

@@ -15,8 +15,12 @@ from ``server/features/evidence.py``.
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
+import os
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import unquote
 
 from lsprotocol import types
 
@@ -26,6 +30,8 @@ from server.session import DEBOUNCE_SECONDS, Client, DraftResult, FileLines, Ind
 
 __all__ = ["did_change", "did_close", "did_open", "did_save", "document_text", "draft_diagnostics",
            "pull", "pull_mode", "recheck_open_drafts", "schedule"]
+
+logger = logging.getLogger(__name__)
 
 DIAGNOSTIC_OPTIONS = types.DiagnosticOptions(identifier="grounding", inter_file_dependencies=True,
                                              workspace_diagnostics=False)
@@ -48,7 +54,7 @@ def did_open(session: Session, params: types.DidOpenTextDocumentParams) -> None:
 
 
 def did_change(session: Session, params: types.DidChangeTextDocumentParams) -> None:
-    schedule(session, params.text_document.uri, DEBOUNCE_SECONDS)
+    schedule(session, params.text_document.uri, TYPING_DEBOUNCE_SECONDS)
 
 
 def did_save(session: Session, params: types.DidSaveTextDocumentParams) -> None:
@@ -59,6 +65,7 @@ def did_close(session: Session, params: types.DidCloseTextDocumentParams) -> Non
     """Cancel the pending check, drop the result and clear the draft's diagnostics (push)."""
     uri = params.text_document.uri
     session.tasks.cancel(_task_name(uri))
+    _due(session).pop(unquote(uri), None)
     status.closed(session, uri)
     had = session.forget(uri) is not None
     if (had or session.draft_rel(uri) is not None) and not pull_mode(session):
@@ -78,48 +85,134 @@ def document_text(session: Session, params: object) -> dict[str, object] | None:
 
 
 CHECK_PREFIX = "check:"
-PARSE_AHEAD_SECONDS = 0.05
-"""The draft's parse (text only: markdown-it, footnotes, sentences; 12-15 ms of CPU for the
-Debian bench draft, two thirds of its check) starts this long before the typing debounce
-ends (``Session.parse_ahead``); the check itself still starts when the debounce ends. Costs one
-parse when the writer types again within those 50 ms (then the newer text is parsed)."""
+CHECK_AHEAD_ENV = "GROUNDING_CHECK_AHEAD_MS"
+DEBOUNCE_ENV = "GROUNDING_DEBOUNCE_MS"
+
+
+def _env_seconds(name: str, default: float) -> float:
+    """``default``, or the environment variable ``name`` read as milliseconds (>= 0)."""
+    raw = os.environ.get(name, "").strip()
+    try:
+        value = float(raw) / 1000 if raw else default
+    except ValueError:
+        logger.warning("%s=%r is not a number of milliseconds; using %g ms", name, raw, default * 1000)
+        return default
+    return value if math.isfinite(value) and value >= 0 else default
+
+
+TYPING_DEBOUNCE_SECONDS = _env_seconds(DEBOUNCE_ENV, DEBOUNCE_SECONDS)
+"""The debounce this process uses: :data:`~server.session.DEBOUNCE_SECONDS` (150 ms), or
+``GROUNDING_DEBOUNCE_MS`` (a hook for tests that need a wide window; not a setting)."""
+CHECK_AHEAD_SECONDS = min(_env_seconds(CHECK_AHEAD_ENV, 0.08), TYPING_DEBOUNCE_SECONDS)
+"""The check ahead (docs/decisions.md "The check ahead of the debounce"): this long before a
+keystroke's debounce ends, the whole check of the current text *and* its publication
+(converted, serialised) are computed in reader threads on the values captured then; at the
+deadline they are sent at once when still fresh (:meth:`Session.is_fresh`), else the check
+runs as it always did. 80 ms: on the Debian bench draft the check is 20-25 ms of CPU and the
+publication 7-10 ms, up to about twice that in wall time on a busy 2-core machine, so the
+work is done by the deadline; bulk work has stopped by then (``BULK_LEAD_SECONDS``, 100 ms),
+and the first 70 ms of every debounce stay free for it. A keystroke inside the window costs
+one orphaned computation (about 35 ms in one of the ``READER_THREADS`` threads, finished
+before the next keystroke's own window opens). ``GROUNDING_CHECK_AHEAD_MS=0`` turns it off
+(tests compare both)."""
 
 
 def _task_name(uri: str) -> str:
-    return CHECK_PREFIX + uri
+    """The check task of ``uri``, named by the URI as the open documents key it (unquoted:
+    ``didChange`` carries the editor's ``%E5...`` form, :meth:`Session.open_uris` the decoded
+    one, and an index change's re-check must replace the keystroke's check, not run beside it).
+    """
+    return CHECK_PREFIX + unquote(uri)
 
 
-def schedule(session: Session, uri: str, delay: float) -> None:
+def _due(session: Session) -> dict[str, float]:
+    """Per open draft (by URI): when its scheduled check is due (loop time), the end of its debounce."""
+    found: dict[str, float] = session.feature_state.setdefault(__name__, {})
+    return found
+
+
+def schedule(session: Session, uri: str, delay: float, *, keep_debounce: bool = False) -> None:
     """Check ``uri`` after ``delay`` seconds (replacing a check scheduled earlier). From now
     on the check is an expected foreground job: evidence publications wait to be written until
     its own publication is out (``Foreground.expect``; background computation goes on).
+    ``keep_debounce`` (an index change): a check still waiting out a keystroke's debounce keeps
+    its deadline (nothing is published while the writer types); its work ahead, made against
+    the older index, is dropped and made again.
     """
+    loop = asyncio.get_running_loop()
+    now = loop.time()
+    due, key = _due(session), unquote(uri)
+    if keep_debounce and session.tasks.running(_task_name(uri)) is not None:
+        delay = max(delay, due.get(key, now) - now)
+    due[key] = now + delay
     session.foreground.expect(session.tasks.start(_task_name(uri), _check(session, uri, delay)), delay)
 
 
 async def _check(session: Session, uri: str, delay: float) -> None:
-    if delay:
-        ahead = min(PARSE_AHEAD_SECONDS, delay)
-        await asyncio.sleep(delay - ahead)
-        if session.ready.is_set():
-            session.parse_ahead(uri)
-        await asyncio.sleep(ahead)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + delay
+    ahead: asyncio.Task[tuple[DraftResult, Any] | None] | None = None
+    try:
+        if delay:
+            await asyncio.sleep(max(0.0, delay - CHECK_AHEAD_SECONDS))
+            if session.ready.is_set() and CHECK_AHEAD_SECONDS:
+                ahead = asyncio.ensure_future(_ahead(session, uri))
+            await asyncio.sleep(max(0.0, deadline - loop.time()))
+        if ahead is not None:
+            try:
+                made = await asyncio.shield(ahead)
+            except Exception:  # (a bug: the check at the deadline reports it as it always does)
+                logger.exception("the check ahead of %s failed", uri)
+                made = None
+            if made is not None and session.is_fresh(made[0]):
+                _publish(session, *made)
+                return
+        await _check_now(session, uri)
+    finally:
+        if ahead is not None and not ahead.done():
+            ahead.cancel()  # a keystroke replaced this check: its work ahead is orphaned
+
+
+async def _ahead(session: Session, uri: str) -> tuple[DraftResult, Any] | None:
+    """The check ahead (its own task, a foreground job while it runs): the result of the
+    current text against the current view, and its publication made ready (push mode; None
+    in pull mode), exactly as :func:`_check_now` makes them at the deadline. None when
+    ``uri`` is not an open draft.
+    """
+    if session.draft_rel(uri) is None:
+        return None
+    result = await session.current_result(uri)
+    if result is None or not session.is_fresh(result):
+        return None
+    if pull_mode(session):
+        return result, None
+    return result, await _prepare(session, result)
+
+
+async def _check_now(session: Session, uri: str) -> None:
+    """Check ``uri``'s current text and publish it (the check at the deadline)."""
     await session.ready.wait()
     if session.draft_rel(uri) is None:
         return
     result = await session.current_result(uri)
     if result is None or not session.is_fresh(result):
         return  # the editor or the index moved on; a newer check is scheduled
-    if pull_mode(session):
-        status.on_result(session, result)
-        return
+    prepared = None if pull_mode(session) else await _prepare(session, result)
+    if session.is_fresh(result):
+        _publish(session, result, prepared)
+
+
+async def _prepare(session: Session, result: DraftResult) -> Any:
     view = session.current_view()
     assert view is not None
-    prepared = await session.readers.run(_prepared, session.client, result, view, _related(session),
-                                         session.file_lines, session.related_locations)
-    if not session.is_fresh(result):
-        return
-    session.client.send_prepared(prepared)
+    return await session.readers.run(_prepared, session.client, result, view, _related(session),
+                                     session.file_lines, session.related_locations)
+
+
+def _publish(session: Session, result: DraftResult, prepared: Any) -> None:
+    """Send a fresh result's publication (``prepared``; None in pull mode: the client pulls)."""
+    if prepared is not None:
+        session.client.send_prepared(prepared)
     status.on_result(session, result)
 
 
@@ -153,7 +246,7 @@ def recheck_open_drafts(session: Session) -> None:
     """Check every open draft again (the index changed); in pull mode ask for a re-pull."""
     for uri in session.open_uris():
         if session.draft_rel(uri) is not None:
-            schedule(session, uri, 0.0)
+            schedule(session, uri, 0.0, keep_debounce=True)
     if pull_mode(session):
         session.client.refresh_diagnostics()
 
