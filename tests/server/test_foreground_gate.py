@@ -16,7 +16,6 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from grounding_core.check import check_text
 from server.features import diagnostics, navigation, workspace
 from server.session import OUTPUT_MARGIN_SECONDS, Foreground, output_margin
 from tests.support.inprocess import in_process
@@ -381,44 +380,3 @@ async def test_a_running_evidence_refresh_publishes_nothing_while_a_foreground_j
         await recorder.wait_until(lambda: published(mark) == CONFLICTING, "the rest of the refresh")
         assert session.foreground.forced == 0
 
-
-# ------------------------------------------------------------------ the parse ahead of a check
-
-PARSE_DRAFT = ("---\r\nquestion: 票价多少？\r\nfields: [票价]\r\n---\r\n开放日票价：免费𠮷[^1]。🎉\r\n\r\n"
-               '[^1]: 价目@1:6 sha256:{sha} "- 票价：免费𠮷"\r\n')
-
-
-async def test_a_check_uses_the_parse_made_ahead_of_it_for_exactly_that_text(tmp_path: Path) -> None:
-    root = build_workspace(tmp_path / "ws", {"grounding.toml": 'today = "2026-06-01"\n',
-                                             "evidence/price.md": CJK})
-    draft = PARSE_DRAFT.format(sha=sha256(CJK)[:12])
-    async with in_process(root) as here:
-        session = here.session
-        uri = here.open("answers/a.md", draft)
-        await here.recorder.wait_publish(uri)
-        assert session.parse_ahead(uri) is None  # the open check's parse is there already
-        edited = draft.replace("免费𠮷[^1]。", "免费𠮷 [^1]。")
-        here.change(uri, 2, edited)
-        session.tasks.cancel(diagnostics.CHECK_PREFIX + uri)  # this test drives the check itself
-        ahead = session.parse_ahead(uri)
-        assert ahead is not None and session.parse_ahead(uri) is ahead  # one parse per text
-        result = await session.current_result(uri)  # waits for the parse instead of parsing again
-        assert result is not None and result.key.version == 2
-        assert result.draft is ahead.result()
-        assert result.draft.text == edited
-        view = session.current_view()
-        assert view is not None
-        expected = check_text(edited, "answers/a.md", view.snapshot, view.config, view.today).report
-        assert result.report.findings == expected.findings and result.report.status == expected.status
-        # a parse of an older text is never used for a newer one
-        typed = edited.replace("🎉", "🎉。")
-        stale = edited.replace("🎉", "🎉🎉")
-        here.change(uri, 3, typed)
-        session.tasks.cancel(diagnostics.CHECK_PREFIX + uri)
-        older = session.parse_ahead(uri)
-        assert older is not None
-        here.change(uri, 4, stale)
-        session.tasks.cancel(diagnostics.CHECK_PREFIX + uri)
-        newer = await session.current_result(uri)
-        assert newer is not None and newer.key.version == 4
-        assert newer.draft.text == stale and newer.draft is not await older
