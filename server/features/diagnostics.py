@@ -3,8 +3,10 @@
 A draft is checked on open and save at once and on change after the typing debounce
 (:data:`server.session.DEBOUNCE_SECONDS`, 150 ms), always on the text and index captured when
 the check starts; a result that is no longer fresh when it arrives is dropped (no stale
-squiggles, never an older version after a newer one). After every index change all open
-drafts are checked again (:func:`recheck_open_drafts`).
+squiggles, never an older version after a newer one). The check and its publication are made
+ahead, in the debounce's last :data:`CHECK_AHEAD_SECONDS`, and sent when the debounce ends if
+still fresh; nothing is published before it ends. After every index change all open drafts
+are checked again (:func:`recheck_open_drafts`; a pending debounce is kept).
 
 Mode: pull (``textDocument/diagnostic`` + ``workspace/diagnostic/refresh``) when the client
 offers both, push (``publishDiagnostics``) otherwise; read from the ``initialize``
