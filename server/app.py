@@ -25,6 +25,7 @@ import contextlib
 import inspect
 import json
 import logging
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
@@ -60,7 +61,7 @@ from server.features import (
 from server.features import references as reference_lenses
 from server.positions import PositionCodec, negotiate
 from server.protocol import DOCUMENT_TEXT, VERSION_TEXT
-from server.session import Session
+from server.session import SWITCH_INTERVAL_SECONDS, Session
 
 __all__ = ["GroundingProtocol", "GroundingServer", "PyglsClient", "QueuedWriter", "build_server", "serve_stdio"]
 
@@ -615,6 +616,7 @@ def serve_stdio() -> int:
     else 1.
     """
     heap.limit_arenas()  # before any thread starts (server/heap.py)
+    sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)  # the loop gets the GIL sooner (server/session.py)
     server = build_server()
     server.start_io()
     return 0 if server.session.shutdown_requested else 1
