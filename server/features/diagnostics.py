@@ -110,13 +110,15 @@ CHECK_AHEAD_SECONDS = min(_env_seconds(CHECK_AHEAD_ENV, 0.08), TYPING_DEBOUNCE_S
 keystroke's debounce ends, the whole check of the current text *and* its publication
 (converted, serialised) are computed in reader threads on the values captured then; at the
 deadline they are sent at once when still fresh (:meth:`Session.is_fresh`), else the check
-runs as it always did. 80 ms: on the Debian bench draft the check is 20-25 ms of CPU and the
-publication 7-10 ms, up to about twice that in wall time on a busy 2-core machine, so the
-work is done by the deadline; bulk work has stopped by then (``BULK_LEAD_SECONDS``, 100 ms),
-and the first 70 ms of every debounce stay free for it. A keystroke inside the window costs
-one orphaned computation (about 35 ms in one of the ``READER_THREADS`` threads, finished
-before the next keystroke's own window opens). ``GROUNDING_CHECK_AHEAD_MS=0`` turns it off
-(tests compare both)."""
+runs as it always did. 80 ms: on the Debian bench draft (server from an index, the first
+evidence refresh beside the typing, load 0.3-0.8 on 2 cores) the work ahead took 28-86 ms of
+wall time (median 46, p90 54: the check 18-69, the publication 9-17), so it is done by the
+deadline (1 in 30 ran past it and was awaited; the deadline itself fired 1-8 ms late); bulk
+work has stopped before the window opens (``BULK_LEAD_SECONDS``, 100 ms), and the first 70 ms
+of every debounce stay free for it. A keystroke inside the window costs one orphaned
+computation (tens of ms in one of the ``READER_THREADS`` threads, done before the next
+keystroke's own window opens 70 ms later). ``GROUNDING_CHECK_AHEAD_MS=0`` turns it off (tests
+compare both)."""
 
 
 def _task_name(uri: str) -> str:
