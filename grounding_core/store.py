@@ -1178,7 +1178,10 @@ class _Scan:
     def run(self) -> ScanResult:
         digest = None
         if self.listing.full:
-            digest = scanning.listing_digest(self.listing)
+            # the digest is kept with the log's length: a process of an older Grounding that
+            # appends events without knowing the digest row cannot leave it looking valid
+            (seq,) = self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()
+            digest = f"{seq} {scanning.listing_digest(self.listing)}"
             meta = dict(self.conn.execute("SELECT key, value FROM meta WHERE key IN ('full_reconcile', ?)",
                                           (LISTING_KEY,)).fetchall())
             if meta.get(LISTING_KEY) == digest and "full_reconcile" not in meta:
@@ -1431,9 +1434,10 @@ class _Scan:
 
 
 LISTING_KEY = "scan:listing"
-"""The ``meta`` row holding :func:`scan.listing_digest` of the last full walk whose scan
-changed nothing (docs/decisions.md, "Unchanged full walks"); every write of a ``files`` row
-deletes it (:meth:`_Scan._write_rows`, :meth:`Store.import_log`)."""
+"""The ``meta`` row holding the log's length and :func:`scan.listing_digest` (``"SEQ
+DIGEST"``) of the last full walk whose scan changed nothing (docs/decisions.md, "Unchanged
+full walks"); every write of a ``files`` row deletes it (:meth:`_Scan._write_rows`,
+:meth:`Store.import_log`)."""
 
 
 SUMMARY_FORM = 1

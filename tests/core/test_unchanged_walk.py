@@ -59,7 +59,8 @@ def test_a_scan_that_changed_nothing_stores_the_digest_of_its_walk(make_workspac
     assert stored_digest(ws) is None
     again = ws.scan()
     assert again.changed == [] and again.events == []
-    assert stored_digest(ws) == scanning.listing_digest(scanning.walk_evidence(ws.config))
+    seq = ws.store.event_count()
+    assert stored_digest(ws) == f"{seq} {scanning.listing_digest(scanning.walk_evidence(ws.config))}"
     assert sorted(again.evidence) == sorted(["活动/日程 🎉.md", "𠮷野家.md", NFD_NAME, "notes/plain.md"])
 
 
@@ -72,6 +73,15 @@ def test_the_next_walk_with_the_same_digest_does_not_compare_stored_stat_keys(ws
         conn.execute("DELETE FROM meta WHERE key = ?", (LISTING_KEY,))
     assert ws.scan().changed == ["𠮷野家.md"]  # compared again: the forged key differs
     assert ws.scan().changed == [] and stored_digest(ws) is not None
+
+
+def test_an_event_appended_since_the_digest_makes_the_next_scan_compare(ws: Workspace) -> None:
+    # a process that appends without knowing the digest row (an older Grounding) cannot leave
+    # it valid: the row holds the log's length too
+    with ws.store.backend.write() as conn:
+        conn.execute("UPDATE files SET mtime_ns = 1 WHERE path = ?", ("𠮷野家.md",))
+    ws.store.remember("团队", "称呼", "同学们 🎉", approved_by="编辑")
+    assert ws.scan().changed == ["𠮷野家.md"]
 
 
 def _grow(root: Path) -> None:
