@@ -483,7 +483,10 @@ class Store:
 
         ``paths`` (relative to the evidence root, from a file watcher): look only at those
         files and folders; None: walk the whole evidence root (at start, after a watcher
-        overflow). Re-reads only files whose stat key (size, mtime, ctime, inode) changed.
+        overflow). Re-reads only files whose stat key (size, mtime, ctime, inode) changed; a
+        full walk that lists exactly what the last scan that changed nothing listed
+        (:func:`scan.listing_digest`) loads no stored stat key at all (docs/decisions.md,
+        "Unchanged full walks").
         A file changed within the last 100 ms is read once it has been quiet that long (the
         scan waits up to ``settle`` seconds in all; 0: not at all); one that keeps changing,
         or changes while read, is listed in :attr:`ScanResult.unstable` and not indexed from
