@@ -17,6 +17,9 @@
   same-size rewrite inside one timestamp tick (git's "racy" entries) would leave the stat key
   unchanged; after the window every later write gets a later timestamp. The scan waits for
   such files up to a budget, then reports them unstable (docs/decisions.md, "Index").
+- :func:`listing_digest` sums up a full walk (every path, stat key and refusal) in one hash, so
+  a scan can tell that nothing changed since the last scan that changed nothing without
+  loading every stored stat key.
 - :func:`choose` applies the duplicate-doc-id rule of SPEC §3 to one doc_id's files.
 """
 
@@ -24,6 +27,8 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
+import marshal
 import operator
 import os
 import re
@@ -31,6 +36,7 @@ import stat as stat_mod
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -196,55 +202,82 @@ def _walk(config: Config, top: Path, top_rel: str, listing: Listing,
     ends = _suffixes(config)  # the usual globs: the name's suffix decides, no call per entry
     candidates = listing.candidates
     new_tuple = tuple.__new__  # the named tuples' own __new__ is a Python call: 60,000 in a 30k walk
-    by_name = operator.attrgetter("name")
     is_regular = stat_mod.S_ISREG
     stack = [(str(top), top_rel + "/" if top_rel else "")]
-    while stack:  # os.scandir, depth first in name order (os.walk with string paths costs more)
+    while stack:  # os.scandir, depth first; entries in the order the folder lists them
         folder, prefix = stack.pop()
+        subfolders = []
         try:
             with os.scandir(folder) as it:
-                entries = sorted(it, key=by_name)
-        except OSError as exc:
+                for n, entry in enumerate(it):
+                    if pause is not None and n % PAUSE_EVERY == PAUSE_EVERY - 1:
+                        pause()
+                    name = entry.name
+                    try:
+                        is_dir = entry.is_dir(follow_symlinks=False)
+                    except OSError:
+                        is_dir = False
+                    if is_dir:
+                        if name not in SKIP_DIRS:
+                            subfolders.append((name, entry.path))
+                        continue
+                    rel = prefix + name
+                    if not (name.endswith(ends) if ends is not None else matches(rel)):
+                        if entry.is_symlink():  # d_type: no system call
+                            _symlinked_folder(config, entry.path, rel, listing)
+                        continue
+                    # the usual text file: one lstat, no other call (an image's key also holds its
+                    # sidecar's stat, names that are not UTF-8 are refused, and a file with more
+                    # than one link may be reached twice: all go to _consider)
+                    if (rel.isascii() or is_printable_path(rel)) and name[-4:].lower() != ".png":  # is_image_path
+                        try:
+                            st = entry.stat(follow_symlinks=False)  # cached by the entry for _consider
+                        except OSError:
+                            st = None
+                        if st is not None and st.st_nlink == 1 and is_regular(st.st_mode):
+                            candidates[rel] = new_tuple(Candidate, (entry.path, new_tuple(StatKey, (
+                                st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))))
+                            continue
+                    _consider(config, root, entry.path, rel, listing, inodes, entry)
+        except OSError as exc:  # listing the folder failed: none of its files is a candidate
             if exc.filename is None:
                 exc.filename = folder
             failed(exc)
-            continue
-        subfolders = []
-        for n, entry in enumerate(entries):
-            if pause is not None and n % PAUSE_EVERY == PAUSE_EVERY - 1:
-                pause()
-            name = entry.name
-            try:
-                is_dir = entry.is_dir(follow_symlinks=False)
-            except OSError:
-                is_dir = False
-            if is_dir:
-                if name not in SKIP_DIRS:
-                    subfolders.append((entry.path, prefix + name + "/"))
-                continue
-            rel = prefix + name
-            if not (name.endswith(ends) if ends is not None else matches(rel)):
-                if entry.is_symlink():  # d_type: no system call
-                    _symlinked_folder(config, entry.path, rel, listing)
-                continue
-            # the usual text file: one lstat, no other call (an image's key also holds its
-            # sidecar's stat, and names that are not UTF-8 are refused: both go to _consider)
-            if (rel.isascii() or is_printable_path(rel)) and name[-4:].lower() != ".png":  # is_image_path
-                try:
-                    st = entry.stat(follow_symlinks=False)  # cached by the entry for _consider
-                except OSError:
-                    st = None
-                if st is not None and is_regular(st.st_mode):
-                    inode = (st.st_dev, st.st_ino)
-                    if inode not in inodes:
-                        inodes[inode] = rel
-                        candidates[rel] = new_tuple(Candidate, (entry.path, new_tuple(StatKey, (
-                            st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))))
-                        continue
-            _consider(config, root, entry.path, rel, listing, inodes, entry)
-        stack.extend(reversed(subfolders))
+            for rel in [r for r in candidates if r.startswith(prefix) and "/" not in r[len(prefix):]]:
+                del candidates[rel]
+        # no order among a folder's files is needed (the reads are sorted, and a file reached
+        # twice keeps the path that sorts first, whatever the order: _consider); the folders
+        # are walked in name order so the pause points and refusals come in a stable order
+        subfolders.sort(reverse=True)
+        stack.extend((path, prefix + name + "/") for name, path in subfolders)
         if pause is not None:
             pause()
+
+
+LISTING_FORM = 1
+"""The definition of :func:`listing_digest`'s input: raise it when that changes, so no digest
+stored before matches."""
+
+
+def listing_digest(listing: Listing) -> str:
+    """SHA-256 (hex, 64 characters) of what a full walk found: every candidate's path
+    (relative to the evidence root) and stat key (size, mtime_ns, ctime_ns, inode; an image's
+    holds its sidecar's, :func:`image_key`), in walk order, and every refused path with its
+    finding. Two walks with the same digest listed the same paths with the same stat keys and
+    refusals (a collision of SHA-256 aside, the hash the index already identifies contents
+    by), so a scan that changed nothing for one changes nothing for the other: SPEC §4's stat
+    key decides, per file, exactly as when the keys are compared one by one
+    (``store._Scan``, "Unchanged full walks"). Costs about 0.35 µs a file, the cost of the
+    serialisation (``marshal`` format 2, which has no back-references) and the hash, and
+    keeps no per-file object.
+    """
+    keys = list(chain.from_iterable(map(_KEY_OF, listing.candidates.values())))
+    refused = [(rel, json.dumps(finding_dict(f), ensure_ascii=False, sort_keys=True))
+               for rel, f in listing.refused.items()]
+    return hashlib.sha256(marshal.dumps((LISTING_FORM, list(listing.candidates), keys, refused), 2)).hexdigest()
+
+
+_KEY_OF = operator.itemgetter(1)  # Candidate.key
 
 
 _SIMPLE_GLOB = re.compile(r"(?:\*\*/)?\*(\.[A-Za-z0-9_-]+)")

@@ -483,7 +483,10 @@ class Store:
 
         ``paths`` (relative to the evidence root, from a file watcher): look only at those
         files and folders; None: walk the whole evidence root (at start, after a watcher
-        overflow). Re-reads only files whose stat key (size, mtime, ctime, inode) changed.
+        overflow). Re-reads only files whose stat key (size, mtime, ctime, inode) changed; a
+        full walk that lists exactly what the last scan that changed nothing listed
+        (:func:`scan.listing_digest`) loads no stored stat key at all (docs/decisions.md,
+        "Unchanged full walks").
         A file changed within the last 100 ms is read once it has been quiet that long (the
         scan waits up to ``settle`` seconds in all; 0: not at all); one that keeps changing,
         or changes while read, is listed in :attr:`ScanResult.unstable` and not indexed from
@@ -633,6 +636,7 @@ class Store:
                 conn.executemany(
                     UPSERT_FILE_ROW,
                     [tuple(r) for r in files])
+                conn.execute("DELETE FROM meta WHERE key = ?", (LISTING_KEY,))
             self._latest = None
         return ImportResult(appended=appended, already=have, files=len(files))
 
@@ -1175,6 +1179,17 @@ class _Scan:
     # -- the scan ------------------------------------------------------------------------------
 
     def run(self) -> ScanResult:
+        digest = None
+        if self.listing.full:
+            # the digest is kept with the log's length: a process of an older Grounding that
+            # appends events without knowing the digest row cannot leave it looking valid
+            (seq,) = self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()
+            digest = f"{seq} {scanning.listing_digest(self.listing)}"
+            meta = dict(self.conn.execute("SELECT key, value FROM meta WHERE key IN ('full_reconcile', ?)",
+                                          (LISTING_KEY,)).fetchall())
+            if meta.get(LISTING_KEY) == digest and "full_reconcile" not in meta:
+                self._unchanged()
+                return self.result
         self._load_rows()
         full = self.conn.execute("SELECT value FROM meta WHERE key = 'full_reconcile'").fetchone()
         view = _WriterView(self.store, self.conn)  # the index before this scan's events
@@ -1227,7 +1242,29 @@ class _Scan:
         self._write_rows(removed, touched, groups, group_findings)
         if full is not None:
             self.conn.execute("DELETE FROM meta WHERE key = 'full_reconcile'")
+        if digest is not None and full is None and not (self.rows or removed or self.result.unstable
+                                                        or self.result.events):
+            # nothing changed: the files table is exactly this walk; the next walk that lists
+            # the same is answered by _unchanged, without loading the stored stat keys
+            self.conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key)"
+                              " DO UPDATE SET value = excluded.value", (LISTING_KEY, digest))
         return self.result
+
+    def _unchanged(self) -> None:
+        """The scan of a full walk whose :func:`scan.listing_digest` is the one stored by the
+        last scan that changed nothing (and no ``files`` row was written since: every write
+        deletes it): every path is unchanged, so nothing is read, appended or written, and
+        ``evidence`` is the stored findings of every path walked (one query over the few rows
+        with findings). Costs the digest and that query instead of loading and comparing every
+        stored stat key (docs/decisions.md, "Unchanged full walks").
+        """
+        listing = self.listing
+        evidence: dict[str, list[Finding]] = {path: [] for path in sorted([*listing.candidates, *listing.refused])}
+        noted = self.conn.execute("SELECT path, findings FROM files WHERE findings IS NOT NULL").fetchall()
+        for path, findings in noted:
+            if path in evidence:
+                evidence[path] = [finding_of(d) for d in json.loads(findings)]
+        self.result.evidence = evidence
 
     def _refuse_lowered_versions(self, view: _WriterView, affected: set[str]) -> None:
         """A file may not lower its declared version (docs/decisions.md, Index).
@@ -1379,6 +1416,8 @@ class _Scan:
             [(r.path, r.size, r.mtime_ns, r.ctime_ns, r.inode, r.sha256, r.doc_id, r.declared_version,
               json.dumps(r.problem, ensure_ascii=False) if r.problem else None,
               json.dumps(list(r.findings), ensure_ascii=False) if r.findings else None) for r in writes])
+        if writes or removed:  # the stored listing digest no longer describes the files table
+            conn.execute("DELETE FROM meta WHERE key = ?", (LISTING_KEY,))
         changed_findings = set(result.findings_changed)
         paths = set(self.rows) | self.same
         if not self.listing.full:
@@ -1395,6 +1434,13 @@ class _Scan:
                 evidence[path] = old_rows.findings(path)
         result.evidence = evidence
         result.findings_changed.sort()
+
+
+LISTING_KEY = "scan:listing"
+"""The ``meta`` row holding the log's length and :func:`scan.listing_digest` (``"SEQ
+DIGEST"``) of the last full walk whose scan changed nothing (docs/decisions.md, "Unchanged
+full walks"); every write of a ``files`` row deletes it (:meth:`_Scan._write_rows`,
+:meth:`Store.import_log`)."""
 
 
 SUMMARY_FORM = 1
