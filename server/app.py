@@ -88,6 +88,24 @@ class GroundingProtocol(LanguageServerProtocol):
     """
 
     _server: GroundingServer
+    _shutdown_id: int | str | None = None
+    """The id of the ``shutdown`` request being served, until its response is sent."""
+    deferred_exit: asyncio.Future[None] | None = None
+    """An ``exit`` that arrived before the ``shutdown`` response went out (both in one write:
+    the event loop reads them in the same turn), run once it has (:meth:`_exit_after_shutdown`)."""
+
+    def _send_response(self, msg_id: Any, result: Any | None = None,
+                       error: types.ResponseError | None = None) -> None:
+        super()._send_response(msg_id, result, error)
+        if self._shutdown_id is not None and msg_id == self._shutdown_id:
+            self._shutdown_id = None
+            self._shutdown_sent.set()
+
+    async def _exit_after_shutdown(self, message: Any) -> None:
+        await self._shutdown_sent.wait()
+        # a plain callback, not this task: pygls's exit raises SystemExit, which then leaves
+        # the loop as it does for an exit read in turn (a task would log it as unretrieved)
+        asyncio.get_running_loop().call_soon(LanguageServerProtocol.handle_message, self, message)
 
     def set_writer(self, writer: Any, include_headers: bool = True) -> None:
         """Send through a :class:`QueuedWriter` around pygls's blocking stdout writer."""
@@ -168,6 +186,15 @@ class GroundingProtocol(LanguageServerProtocol):
                 code=types.ErrorCodes.InvalidRequest,
                 message=f"{method}: the server is shutting down; no request is served after"
                 " 'shutdown' (send 'exit')"))
+            return
+        if method == types.SHUTDOWN and isinstance(msg_id, (int, str)) and not self._shutdown:
+            self._shutdown_id = msg_id
+            self._shutdown_sent = asyncio.Event()
+        elif method == types.EXIT and self._shutdown_id is not None:
+            # LSP: the client sends exit after the shutdown response; one that did not wait
+            # (both in one write) still gets the response and exit code 0, as it did when
+            # pygls's reader thread gave the shutdown handler time to finish.
+            self.deferred_exit = asyncio.ensure_future(self._exit_after_shutdown(message))
             return
         if isinstance(message, _UnreadableRequest):
             logger.warning("request %r %s: params do not deserialise: %s", message.id,
@@ -315,7 +342,8 @@ class GroundingServer(LanguageServer):
             super().start_io(stdin, stdout)
             return
         self._stop_event = threading.Event()
-        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        self._stdout = stdout or sys.stdout.buffer
+        self.protocol.set_writer(StdoutWriter(self._stdout))
         try:
             asyncio.run(self._serve_io(stdin or sys.stdin.buffer))
         except BrokenPipeError:
@@ -327,11 +355,13 @@ class GroundingServer(LanguageServer):
 
     async def _serve_io(self, stdin: BinaryIO) -> None:
         assert self._stop_event is not None
-        reader = await PipeReader.open(stdin)
+        reader = await PipeReader.open(stdin, written=(self._stdout, sys.stderr))
         try:
             await run_async(stop_event=self._stop_event,
                             reader=reader or StdinAsyncReader(stdin, self.thread_pool),
                             protocol=self.protocol, logger=logger, error_handler=self.report_server_error)
+            if self.protocol.deferred_exit is not None:  # the end of input right after exit
+                await asyncio.wait_for(asyncio.shield(self.protocol.deferred_exit), 10.0)
         finally:
             if reader is not None:
                 reader.close()
@@ -380,15 +410,29 @@ class PipeReader:
         self._fd = fd
 
     @classmethod
-    async def open(cls, stdin: BinaryIO) -> PipeReader | None:
-        """A reader over ``stdin`` if it is a pipe or a socket, else None (never raises)."""
+    async def open(cls, stdin: BinaryIO, written: Sequence[Any] = ()) -> PipeReader | None:
+        """A reader over ``stdin`` if it is a pipe or a socket, else None (never raises).
+
+        ``written``: the streams the server writes (stdout, stderr). The transport makes the
+        descriptor non-blocking, a flag of the open file, so when one of them is the same
+        socket as ``stdin`` (one socket as the process's stdio, as inetd or ``socat`` start a
+        server) its writes would fail with ``BlockingIOError`` and lose bytes: then None.
+        """
         try:
             fd = stdin.fileno()
-            mode = os.fstat(fd).st_mode
+            info = os.fstat(fd)
         except (OSError, ValueError, io.UnsupportedOperation):
             return None
+        mode = info.st_mode
         if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
             return None
+        for stream in written:
+            try:
+                other = os.fstat(stream if isinstance(stream, int) else stream.fileno())
+            except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+                continue
+            if (other.st_dev, other.st_ino) == (info.st_dev, info.st_ino):
+                return None
         loop = asyncio.get_running_loop()
         stream = asyncio.StreamReader(limit=cls.HEADER_LINE_LIMIT, loop=loop)
         pipe = os.fdopen(os.dup(fd), "rb", buffering=0)  # the transport closes its own copy at the end
