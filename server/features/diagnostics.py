@@ -197,6 +197,7 @@ async def _check_now(session: Session, uri: str) -> None:
     """Check ``uri``'s current text and publish it (the check at the deadline)."""
     await session.ready.wait()
     if session.draft_rel(uri) is None:
+        _no_longer_a_draft(session, uri)
         return
     result = await session.current_result(uri)
     if result is None or not session.is_fresh(result):
@@ -204,6 +205,17 @@ async def _check_now(session: Session, uri: str) -> None:
     prepared = None if pull_mode(session) else await _prepare(session, result)
     if session.is_fresh(result):
         _publish(session, result, prepared)
+
+
+def _no_longer_a_draft(session: Session, uri: str) -> None:
+    """An open document checked before is no draft now (``drafts`` in grounding.toml changed,
+    or the workspace did): drop its result and clear its diagnostics (push), as on close; the
+    editor's URI spelling is the open document's. Nothing when it had no result.
+    """
+    document = session.document(uri)
+    editor_uri = document.uri if document is not None else uri
+    if session.forget(editor_uri) is not None and not pull_mode(session):
+        session.client.publish_diagnostics(editor_uri, None, [])
 
 
 async def _prepare(session: Session, result: DraftResult) -> Any:

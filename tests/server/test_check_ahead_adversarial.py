@@ -18,7 +18,7 @@ from urllib.parse import unquote
 import pytest
 from lsprotocol import types
 
-from server.features import diagnostics
+from server.features import diagnostics, workspace
 from tests.server.test_check_ahead import WIDE_AHEAD, WIDE_DEBOUNCE, _checked, codes, draft, workspace_files
 from tests.support.inprocess import in_process
 from tests.support.workspace import build_workspace
@@ -111,4 +111,31 @@ async def test_a_didchange_spelling_the_uri_otherwise_replaces_the_same_check(tm
         drafts = [(p.uri, p.version) for p in here.recorder.events[mark:] for p in [p.params]
                   if isinstance(p, types.PublishDiagnosticsParams) and unquote(p.uri) == unquote(uri)]
         assert drafts == [(uri, 3)]  # one check, replaced, published under the didOpen's URI
+        await here.recorder.wait_until(lambda: session.foreground.jobs == 0, "the foreground released", poll=0.01)
+
+
+@pytest.mark.usefixtures("wide")
+@pytest.mark.parametrize("toml", ['today = "2026-06-01"\nstrict = true\n',
+                                  'today = "2026-06-01"\ndrafts = ["其他/**/*.md"]\n'],
+                         ids=["strict", "no-longer-a-draft"])
+async def test_a_grounding_toml_edit_inside_the_window_ends_with_the_new_settings(toml: str, tmp_path: Path) -> None:
+    root = build_workspace(tmp_path / "ws", workspace_files())
+    async with in_process(root) as here:
+        session = here.session
+        uri = here.open("answers/开放日.md", draft(1))
+        first = await here.recorder.wait_publish(uri, lambda p: p.version == 1)
+        assert codes(first)
+        mark = here.recorder.mark()
+        sent = time.perf_counter()
+        here.change(uri, 2, draft(2))
+        await here.recorder.wait_until(lambda: _checked(session, uri) == 2, "the check ahead of version 2", poll=0.01)
+        (root / "grounding.toml").write_text(toml, encoding="utf-8")
+        await workspace.apply_settings(session, session.settings)
+        if "drafts" in toml:  # the file is no draft now: its squiggles go
+            await here.recorder.wait_publish(uri, lambda p: not p.diagnostics, after=mark,
+                                             what="the draft's diagnostics cleared")
+        else:
+            got = await here.recorder.wait_publish(uri, lambda p: p.version == 2, after=mark)
+            assert here.recorder.of(uri, since=sent)[0].at - sent >= WIDE_DEBOUNCE
+            assert session.results[uri].document.version == 2 and codes(got) != codes(first)
         await here.recorder.wait_until(lambda: session.foreground.jobs == 0, "the foreground released", poll=0.01)
