@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -152,8 +153,11 @@ def test_the_evidence_folder_renamed_with_grounding_toml_answers_as_a_fresh_inde
         again.store.close()
 
 
-def test_two_workspaces_on_one_index_file_see_their_own_folders(tmp_path: Path) -> None:
-    shared = tmp_path / "shared.sqlite"
+def test_two_workspaces_on_one_index_see_their_own_folders(tmp_path: Path,
+                                                           store_location: Callable[[Path, str], str]) -> None:
+    # one SQLite file, or (GROUNDING_TEST_BACKEND=postgres) one PostgreSQL schema shared by two
+    # roots, as two machines share a team index
+    shared = store_location(tmp_path, "shared")
     roots = []
     for name, place in (("一", "三楼"), ("二", "四楼")):
         root = tmp_path / name
