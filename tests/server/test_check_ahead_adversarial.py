@@ -139,3 +139,28 @@ async def test_a_grounding_toml_edit_inside_the_window_ends_with_the_new_setting
             assert here.recorder.of(uri, since=sent)[0].at - sent >= WIDE_DEBOUNCE
             assert session.results[uri].document.version == 2 and codes(got) != codes(first)
         await here.recorder.wait_until(lambda: session.foreground.jobs == 0, "the foreground released", poll=0.01)
+
+
+@pytest.mark.usefixtures("wide")
+async def test_pull_requests_while_typing_answer_the_current_text_and_nothing_is_pushed(tmp_path: Path) -> None:
+    root = build_workspace(tmp_path / "ws", workspace_files())
+    async with in_process(root, "pull") as here:
+        session = here.session
+        uri = here.open("answers/开放日.md", draft(1))
+        mark = here.recorder.mark()
+
+        async def pulled() -> list[str]:
+            report = await asyncio.ensure_future(diagnostics.pull(session, types.DocumentDiagnosticParams(
+                text_document=types.TextDocumentIdentifier(uri=uri))))  # its own task, as pygls runs a request
+            assert isinstance(report, types.RelatedFullDocumentDiagnosticReport)
+            return [str(d.code) for d in report.items]
+
+        first = await pulled()
+        for version in (2, 3):  # a pull inside each keystroke's window (before, during the work ahead)
+            here.change(uri, version, draft(version))
+            during = await pulled()
+            assert session.results[uri].document.version == version
+            assert during != first if version == 3 else during == first  # odd versions misquote [^2]
+        await here.recorder.wait_until(lambda: _checked(session, uri) == 3, "the check ahead of version 3", poll=0.01)
+        await here.recorder.wait_until(lambda: session.foreground.jobs == 0, "the foreground released", poll=0.01)
+        assert here.recorder.for_uri(uri, after=mark) == []  # pull mode never pushes a draft
