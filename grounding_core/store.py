@@ -902,6 +902,23 @@ class _Scan:
 
     # -- file rows -----------------------------------------------------------------------------
 
+    def _note_evidence_folder(self) -> None:
+        """Record the evidence folder as this scan's findings will name it; when the index
+        named another one (the folder renamed with ``grounding.toml``'s ``evidence``, every
+        stat key unchanged), ask for a full reconcile, which writes every document's findings
+        again (SPEC §3 duplicates name the files). An index without the row (older Grounding)
+        records it only: its findings were written with the folder it was scanned with.
+        """
+        shown = self.config.evidence_display(".")
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (EVIDENCE_FOLDER_KEY,)).fetchone()
+        if row is not None and str(row[0]) == shown:
+            return
+        if row is not None:
+            self.conn.execute("INSERT INTO meta (key, value) VALUES ('full_reconcile', '1')"
+                              " ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+        self.conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key)"
+                          " DO UPDATE SET value = excluded.value", (EVIDENCE_FOLDER_KEY, shown))
+
     def _load_rows(self) -> None:
         cols = "path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version, problem, findings"
         if self.listing.full:  # the stat keys only; a row is read whole when it is needed
@@ -1179,6 +1196,7 @@ class _Scan:
     # -- the scan ------------------------------------------------------------------------------
 
     def run(self) -> ScanResult:
+        self._note_evidence_folder()
         digest = None
         if self.listing.full:
             # the digest is kept with the log's length: a process of an older Grounding that
@@ -1435,6 +1453,13 @@ class _Scan:
         result.evidence = evidence
         result.findings_changed.sort()
 
+
+EVIDENCE_FOLDER_KEY = "scan:evidence_folder"
+"""The ``meta`` row holding the evidence folder as the stored findings name it (relative to
+the workspace root, ``evidence`` by default): the scan's findings (``duplicate-doc-id``)
+keep the paths they show, and a folder renamed together with ``grounding.toml``'s
+``evidence`` keeps every file's stat key, so nothing else would tell the scan to write them
+again (:meth:`_Scan._note_evidence_folder`)."""
 
 LISTING_KEY = "scan:listing"
 """The ``meta`` row holding the log's length and :func:`scan.listing_digest` (``"SEQ

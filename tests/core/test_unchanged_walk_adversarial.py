@@ -3,7 +3,7 @@
 mtime restored (``touch -d``), two equal-size files renamed into each other's names, a file
 replaced by a hard link to another, a file made unreadable, a file that becomes a symlink,
 the parse settings changed in grounding.toml, the evidence folder renamed with grounding.toml
-following it. After each, the scan's evidence findings and the index's documents must equal
+following it (docs/decisions.md, "The evidence folder renamed with grounding.toml"). After each, the scan's evidence findings and the index's documents must equal
 those of a fresh index of the same folder (what no digest can shortcut). CJK/emoji names,
 CRLF files.
 """
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from support import MakeWorkspace, write_files
 
-from grounding_core.store import LISTING_KEY
+from grounding_core.store import EVIDENCE_FOLDER_KEY, LISTING_KEY
 from grounding_core.workspace import Workspace
 
 A = "甲 🎉.md"
@@ -135,9 +135,6 @@ def test_other_field_separators_in_grounding_toml_do_not_reuse_the_digest(
         again.store.close()
 
 
-@pytest.mark.xfail(strict=True, reason="stored duplicate-doc-id findings keep the displayed paths of the old"
-                   " evidence folder: neither the digest nor the stat-key comparison looks at the"
-                   " evidence root, and a renamed folder keeps every file's stat key")
 def test_the_evidence_folder_renamed_with_grounding_toml_answers_as_a_fresh_index(
         make_workspace: MakeWorkspace, tmp_path: Path) -> None:
     ws = settled(make_workspace(FILES))
@@ -183,3 +180,15 @@ def test_copying_the_folder_over_itself_with_cp_a_is_seen(make_workspace: MakeWo
     shutil.copytree(copy, root / "evidence", copy_function=shutil.copy2)
     result = ws.scan()
     assert summary(ws, result.evidence) == fresh(root, tmp_path / "f")
+
+
+def test_an_index_without_the_evidence_folder_row_records_it_without_a_full_reconcile(
+        make_workspace: MakeWorkspace) -> None:
+    ws = settled(make_workspace(FILES))
+    with ws.store.backend.write() as conn:  # as an index of an older Grounding has it
+        conn.execute("DELETE FROM meta WHERE key IN (?, ?)", (EVIDENCE_FOLDER_KEY, LISTING_KEY))
+    result = ws.scan()
+    reader = ws.store.backend.reader()
+    assert reader.execute("SELECT value FROM meta WHERE key = ?", (EVIDENCE_FOLDER_KEY,)).fetchone()[0] == "evidence"
+    # a full reconcile would have kept the scan from storing its walk's digest
+    assert stored_digest(ws) is not None and not result.changed and not result.events
