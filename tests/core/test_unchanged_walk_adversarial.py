@@ -3,9 +3,9 @@
 mtime restored (``touch -d``), two equal-size files renamed into each other's names, a file
 replaced by a hard link to another, a file made unreadable, a file that becomes a symlink,
 the parse settings changed in grounding.toml, the evidence folder renamed with grounding.toml
-following it (docs/decisions.md, "The evidence folder renamed with grounding.toml"). After each, the scan's evidence findings and the index's documents must equal
-those of a fresh index of the same folder (what no digest can shortcut). CJK/emoji names,
-CRLF files.
+following it (docs/decisions.md, "The evidence folder renamed with grounding.toml"). After
+each, the scan's evidence findings and the index's documents must equal those of a fresh
+index of the same folder (what no digest can shortcut). CJK/emoji names, CRLF files.
 """
 
 from __future__ import annotations
