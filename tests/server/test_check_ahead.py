@@ -13,9 +13,11 @@ so the publication compared holds converted ranges of both kinds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ from lsprotocol import types
 from pygls.protocol import default_converter
 
 from server.features import diagnostics, workspace
-from tests.support.inprocess import in_process
+from tests.support.inprocess import InProcess, in_process
 from tests.support.lsp import lsp_session, open_document, replace_document
 from tests.support.workspace import build_workspace, sha256, write
 
@@ -55,6 +57,17 @@ def plain(params: types.PublishDiagnosticsParams, root: Path) -> Any:
     text = json.dumps(default_converter().unstructure(params), ensure_ascii=False, sort_keys=True)
     assert root.as_uri() in text
     return json.loads(text.replace(root.as_uri(), "ROOT"))
+
+
+@contextlib.asynccontextmanager
+async def opened(tmp_path: Path) -> AsyncIterator[tuple[InProcess, str, types.PublishDiagnosticsParams]]:
+    """An in-process server on :func:`workspace_files` with ``answers/开放日.md`` open at
+    :func:`draft` 1 and published: (the harness, the draft's URI, that first publication).
+    """
+    root = build_workspace(tmp_path / "ws", workspace_files())
+    async with in_process(root) as here:
+        uri = here.open("answers/开放日.md", draft(1))
+        yield here, uri, await here.recorder.wait_publish(uri, lambda p: p.version == 1)
 
 
 def codes(params: types.PublishDiagnosticsParams) -> list[str]:
@@ -144,11 +157,8 @@ def wide(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("wide")
 async def test_work_ahead_of_an_older_text_is_dropped_and_never_published(tmp_path: Path) -> None:
-    root = build_workspace(tmp_path / "ws", workspace_files())
-    async with in_process(root) as here:
+    async with opened(tmp_path) as (here, uri, first):
         session = here.session
-        uri = here.open("answers/开放日.md", draft(1))
-        first = await here.recorder.wait_publish(uri, lambda p: p.version == 1)
         mark = here.recorder.mark()
         here.change(uri, 2, draft(2))
         await here.recorder.wait_until(lambda: _checked(session, uri) == 2, "the check ahead of version 2", poll=0.01)
@@ -163,18 +173,15 @@ async def test_work_ahead_of_an_older_text_is_dropped_and_never_published(tmp_pa
 
 @pytest.mark.usefixtures("wide")
 async def test_an_index_change_inside_the_window_publishes_against_the_new_generation(tmp_path: Path) -> None:
-    root = build_workspace(tmp_path / "ws", workspace_files())
-    async with in_process(root) as here:
+    async with opened(tmp_path) as (here, uri, first):
         session = here.session
-        uri = here.open("answers/开放日.md", draft(1))
-        first = await here.recorder.wait_publish(uri, lambda p: p.version == 1)
         assert "GR104" not in codes(first)
         mark = here.recorder.mark()
         sent = time.perf_counter()
         here.change(uri, 2, draft(2))
         await here.recorder.wait_until(lambda: _checked(session, uri) == 2, "the check ahead of version 2", poll=0.01)
         older = session.results[uri].key.generation
-        write(root, "evidence/价目.md", PRICE_V2)  # the cited document has a version 2: stale citations
+        write(here.root, "evidence/价目.md", PRICE_V2)  # the cited document has a version 2: stale citations
         workspace.request_reindex(session)
         await here.recorder.wait_until(lambda: (session.view is not None and session.view.generation > older),
                                        "the new index generation", poll=0.01)

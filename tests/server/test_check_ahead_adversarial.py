@@ -19,7 +19,7 @@ import pytest
 from lsprotocol import types
 
 from server.features import diagnostics, workspace
-from tests.server.test_check_ahead import WIDE_AHEAD, WIDE_DEBOUNCE, _checked, codes, draft, workspace_files
+from tests.server.test_check_ahead import WIDE_AHEAD, WIDE_DEBOUNCE, _checked, codes, draft, opened, workspace_files
 from tests.support.inprocess import in_process
 from tests.support.workspace import build_workspace
 
@@ -33,11 +33,8 @@ def wide(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("gap_ms", [65, 70, 72, 75, 78, 80, 85])
 async def test_keystrokes_around_the_window_edge_end_with_one_publication_of_the_last_text(
         gap_ms: int, tmp_path: Path) -> None:
-    root = build_workspace(tmp_path / "ws", workspace_files())
-    async with in_process(root) as here:
+    async with opened(tmp_path) as (here, uri, _):
         session = here.session
-        uri = here.open("answers/开放日.md", draft(1))
-        await here.recorder.wait_publish(uri, lambda p: p.version == 1)
         mark = here.recorder.mark()
         for version in range(2, 10):  # the typing cadence is the input (sleep paces it)
             here.change(uri, version, draft(version))
@@ -54,11 +51,8 @@ async def test_keystrokes_around_the_window_edge_end_with_one_publication_of_the
 @pytest.mark.usefixtures("wide")
 async def test_a_draft_closed_and_reopened_inside_the_window_publishes_only_the_reopened_text(
         tmp_path: Path) -> None:
-    root = build_workspace(tmp_path / "ws", workspace_files())
-    async with in_process(root) as here:
+    async with opened(tmp_path) as (here, uri, _):
         session = here.session
-        uri = here.open("answers/开放日.md", draft(1))
-        await here.recorder.wait_publish(uri, lambda p: p.version == 1)
         mark = here.recorder.mark()
         here.change(uri, 2, draft(2))
         await here.recorder.wait_until(lambda: _checked(session, uri) == 2, "the check ahead of version 2", poll=0.01)
@@ -119,17 +113,14 @@ async def test_a_didchange_spelling_the_uri_otherwise_replaces_the_same_check(tm
                                   'today = "2026-06-01"\ndrafts = ["其他/**/*.md"]\n'],
                          ids=["strict", "no-longer-a-draft"])
 async def test_a_grounding_toml_edit_inside_the_window_ends_with_the_new_settings(toml: str, tmp_path: Path) -> None:
-    root = build_workspace(tmp_path / "ws", workspace_files())
-    async with in_process(root) as here:
+    async with opened(tmp_path) as (here, uri, first):
         session = here.session
-        uri = here.open("answers/开放日.md", draft(1))
-        first = await here.recorder.wait_publish(uri, lambda p: p.version == 1)
         assert codes(first)
         mark = here.recorder.mark()
         sent = time.perf_counter()
         here.change(uri, 2, draft(2))
         await here.recorder.wait_until(lambda: _checked(session, uri) == 2, "the check ahead of version 2", poll=0.01)
-        (root / "grounding.toml").write_text(toml, encoding="utf-8")
+        (here.root / "grounding.toml").write_text(toml, encoding="utf-8")
         await workspace.apply_settings(session, session.settings)
         if "drafts" in toml:  # the file is no draft now: its squiggles go
             await here.recorder.wait_publish(uri, lambda p: not p.diagnostics, after=mark,
