@@ -264,7 +264,13 @@ class IndexSnapshot(ABC):
                     and (record.reason or "").startswith(REPLACED_REASON)):
                 # the file now holds a newer version: superseded, not withdrawn (tryout2)
                 return f"version {newest.version} supersedes it"
-            return "it was deleted" if record.reason == "deleted" else f"it is revoked ({record.reason})"
+            if record.reason == "deleted":
+                return "it was deleted"
+            if (record.reason or "").startswith(REPLACED_REASON):
+                # the file holds other content now, not a newer version (e.g. a lowered or
+                # reused version, refused: the file's own finding says why; tryout3)
+                return f"the evidence file {record.reason[len(REPLACED_REASON):]} no longer holds it; see its findings"
+            return f"it is revoked ({record.reason})"
         if newest is not None and newest.version != record.version:
             return f"version {newest.version} supersedes it"
         if record.status == "revoked":
