@@ -269,8 +269,7 @@ class Store:
                 current = conn.execute("SELECT value FROM meta WHERE key = 'fingerprint'").fetchone()
                 if force or current is None or current[0] != wanted:
                     rebuild(conn, self.backend, self.settings, queue_fts=queue_fts or current is None)
-                    conn.execute("INSERT INTO meta (key, value) VALUES ('full_reconcile', '1')"
-                                 " ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+                    put_meta(conn, "full_reconcile", "1")
             self.derivation += 1
             self.documents.clear()
             self._latest = None
@@ -692,8 +691,7 @@ class Store:
         with self._lock:
             try:
                 with self.backend.lock_wait(0), self.backend.write(exclusive=False) as conn:
-                    conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key)"
-                                 " DO UPDATE SET value = excluded.value", (f"summary:{name}", text))
+                    put_meta(conn, f"summary:{name}", text)
             except (ReadOnlyIndex, LockTimeout, BackendError):
                 pass  # the next process computes it again
             except self.backend.lost:
@@ -914,10 +912,8 @@ class _Scan:
         if row is not None and str(row[0]) == shown:
             return
         if row is not None:
-            self.conn.execute("INSERT INTO meta (key, value) VALUES ('full_reconcile', '1')"
-                              " ON CONFLICT (key) DO UPDATE SET value = excluded.value")
-        self.conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key)"
-                          " DO UPDATE SET value = excluded.value", (EVIDENCE_FOLDER_KEY, shown))
+            put_meta(self.conn, "full_reconcile", "1")
+        put_meta(self.conn, EVIDENCE_FOLDER_KEY, shown)
 
     def _load_rows(self) -> None:
         cols = "path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version, problem, findings"
@@ -1264,8 +1260,7 @@ class _Scan:
                                                         or self.result.events):
             # nothing changed: the files table is exactly this walk; the next walk that lists
             # the same is answered by _unchanged, without loading the stored stat keys
-            self.conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key)"
-                              " DO UPDATE SET value = excluded.value", (LISTING_KEY, digest))
+            put_meta(self.conn, LISTING_KEY, digest)
         return self.result
 
     def _unchanged(self) -> None:
@@ -1452,6 +1447,12 @@ class _Scan:
                 evidence[path] = old_rows.findings(path)
         result.evidence = evidence
         result.findings_changed.sort()
+
+
+def put_meta(conn: Any, key: str, value: str) -> None:
+    """Set the ``meta`` row ``key`` to ``value`` (both backends: ``ON CONFLICT ... DO UPDATE``)."""
+    conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                 (key, value))
 
 
 EVIDENCE_FOLDER_KEY = "scan:evidence_folder"

@@ -160,7 +160,7 @@ async def _check(session: Session, uri: str, delay: float) -> None:
         if delay:
             await asyncio.sleep(max(0.0, delay - CHECK_AHEAD_SECONDS))
             if session.ready.is_set() and CHECK_AHEAD_SECONDS:
-                ahead = asyncio.ensure_future(_ahead(session, uri))
+                ahead = asyncio.ensure_future(_make(session, uri))
             await asyncio.sleep(max(0.0, deadline - loop.time()))
         if ahead is not None:
             try:
@@ -177,11 +177,11 @@ async def _check(session: Session, uri: str, delay: float) -> None:
             ahead.cancel()  # a keystroke replaced this check: its work ahead is orphaned
 
 
-async def _ahead(session: Session, uri: str) -> tuple[DraftResult, Any] | None:
-    """The check ahead (its own task, a foreground job while it runs): the result of the
-    current text against the current view, and its publication made ready (push mode; None
-    in pull mode), exactly as :func:`_check_now` makes them at the deadline. None when
-    ``uri`` is not an open draft.
+async def _make(session: Session, uri: str) -> tuple[DraftResult, Any] | None:
+    """The result of ``uri``'s current text against the current view, and its publication
+    made ready (push mode; None in pull mode): the check ahead runs it in its own task, the
+    check at the deadline awaits it (:func:`_check_now`). None when ``uri`` is not an open
+    draft or the result was no longer fresh when it arrived.
     """
     if session.draft_rel(uri) is None:
         return None
@@ -199,12 +199,9 @@ async def _check_now(session: Session, uri: str) -> None:
     if session.draft_rel(uri) is None:
         _no_longer_a_draft(session, uri)
         return
-    result = await session.current_result(uri)
-    if result is None or not session.is_fresh(result):
-        return  # the editor or the index moved on; a newer check is scheduled
-    prepared = None if pull_mode(session) else await _prepare(session, result)
-    if session.is_fresh(result):
-        _publish(session, result, prepared)
+    made = await _make(session, uri)
+    if made is not None and session.is_fresh(made[0]):  # else the editor or the index moved on
+        _publish(session, *made)
 
 
 def _no_longer_a_draft(session: Session, uri: str) -> None:
