@@ -230,7 +230,10 @@ async def test_bulk_work_waits_for_an_expected_check_due_within_the_lead_and_sca
     assert await asyncio.to_thread(gate.pause) == 0.0  # a scan goes on
     bulk = asyncio.ensure_future(asyncio.to_thread(gate.pause_bulk))
     waiting = asyncio.create_task(gate.wait(bulk=True))
-    await asyncio.to_thread(lambda: None)  # a thread hop: the bulk unit has started waiting
+    for _ in range(10_000):  # until the bulk thread and the bulk coroutine wait at the gate
+        if gate.waiting >= 2:  # (a thread hop alone let the thread arrive after the release)
+            break
+        await asyncio.sleep(0.001)
     assert not bulk.done() and not waiting.done()
     assert await gate.wait() == 0.0  # a loop coroutine that is not bulk work does not wait
     release.set()
