@@ -69,6 +69,8 @@ ROWS: list[tuple[str, str, str]] = [
     ("size", "evidence files / bytes", ""),
     ("floor", "read+sha256 floor (walk, read, hash)", ""),
     ("cli", "grounding check, whole process vs rg -F -x -f quotes", "<= 1x rg at 10k"),
+    ("python_floor", "a Python check's floor: start-up, the parsers' imports, bare walk, draft parse",
+     "(whole process as x this floor)"),
     ("cli_rss", "grounding check peak RSS", "<= 150 MB, flat 1k->30k"),
     ("one_file", "one file changed: re-index + re-check draft", "<= 20 ms"),
     ("warm", "warm start, nothing changed (new process)", "<= 0.5 s"),
@@ -654,6 +656,15 @@ def cli_phase(root: Path, runs: int, out: dict[str, Any]) -> None:
     out["cli_s"] = statistics.median(walls[1:])
     out["cli_cpu_s"] = statistics.median(cpus[1:])
     out["cli_rss"] = rss
+    floor_cmd = [sys.executable, str(BENCH / "python_floor.py"), str(root / "evidence"),
+                 str(root / "answers" / "bench.md")]
+    floor_walls, floor_cpus = [], []
+    for _ in range(runs + 1):  # the same count and warm-up as the check's runs
+        wall, cpu, _stdout = _run_measured(floor_cmd)
+        floor_walls.append(wall)
+        floor_cpus.append(cpu)
+    out["python_floor_s"] = statistics.median(floor_walls[1:])
+    out["python_floor_cpu_s"] = statistics.median(floor_cpus[1:])
 
 
 def _finding_set(report: Any) -> set[tuple[str, str]]:
@@ -1064,6 +1075,14 @@ def cells(r: dict[str, Any], corpus: corpora.Corpus) -> dict[str, str]:
         return f"{fmt_s(ours)} vs {fmt_s(theirs)} ({ratio:.1f}x rg){mark(ratio <= 1) if goal else ''}{cpu_ratio}"
 
     put("cli", cli)
+
+    def python_floor() -> str:
+        floor, ours = get("python_floor_s", "cli_s")
+        theirs = f", rg {r['rg_s'] / floor:.1f}x" if r.get("rg_s") else ""
+        return (fmt_s(floor) + cpu("python_floor_cpu_s")
+                + f"; the check is {ours / floor:.1f}x it{theirs}")
+
+    put("python_floor", python_floor)
     put("cli_rss", lambda: f"{get('cli_rss')[0] / 1e6:.0f} MB" + mark(get("cli_rss")[0] <= 150e6))
     put("one_file", lambda: (fmt_s(get("one_file_p50_s")[0]) + mark(get("one_file_p50_s")[0] <= 0.02)
                              + f" (scan {fmt_s(get('one_file_scan_p50_s')[0])})" + cpu("one_file_cpu_p50_s")))
