@@ -90,6 +90,13 @@ FRESH_CHARS = 4_000_000
 they are read again when imported, :attr:`ScanResult.read_again`): only the documents that
 wait for the end of the scan (:meth:`_Scan._import_now` imports the others as read)."""
 
+KEEP_PARSED_IMPORTS = 64
+"""A scan puts the documents it imports into the store's parsed-document cache for its first
+this many imports only: a watcher's few changed files are what the open drafts re-check next,
+but a cold index or a 1,000-file storm would fill the cache (8 M code points, about 110 MB of
+parsed documents) with whatever was imported last, evicting the documents drafts cite, and
+hold that memory after the scan (docs/decisions.md "Parsed documents a scan keeps")."""
+
 FTS_FORM = "nfkc"
 """The form of the text in full-text rows (``meta.fts_form``): lines after Unicode NFKC. An
 index whose rows have another form is re-queued on open (:meth:`Store._ensure_fts_form`)."""
@@ -883,6 +890,8 @@ class _Scan:
         self.noted: list[str] = []
         """Paths whose stored row has findings (most have none: NULL)."""
         self.fresh = DocumentCache(FRESH_CHARS)
+        self.kept_parsed = 0
+        """Documents of this scan put in the store's cache (at most :data:`KEEP_PARSED_IMPORTS`)."""
         """Documents parsed by this scan's reads and imported only at its end, by path
         (bounded: the ones that fell out are read again when imported). Documents imported
         right after their read (:meth:`_import_now`) are never kept here."""
@@ -1003,7 +1012,8 @@ class _Scan:
         assert self.deriver is not None
         (event,) = self.store._append(self.conn, [pending])
         self.deriver.apply(event, doc)
-        if doc is not None:
+        if doc is not None and self.kept_parsed < KEEP_PARSED_IMPORTS:
+            self.kept_parsed += 1
             self.store.documents.put(event.seq, doc)
         # the text is in the log; a scan result does not keep a corpus-sized copy of it
         self.result.events.append(replace(event, text=""))
