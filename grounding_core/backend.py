@@ -31,6 +31,17 @@ backend), so an index written by another definition is rebuilt from its log on o
 FIELD_HEAD = 8
 """Code points of a field name kept in ``fields.head`` (prefix lookups, "did you mean")."""
 
+LineRow = tuple[int, int, int, int, int, str, str, str | None, str | None]
+"""A ``field_lines`` row as the deriver buffers it: ``(fh, sh, th, content_id, line, field,
+norm, value or None, subject or None)``. The columns are in the order of the table's index
+``(fh, sh, th)`` and then of the insertion order within a key (contents in seq order, lines
+in order; ``(content_id, line)`` is unique), so a plain ``sorted()`` of a batch is its index
+order with no key function (and never compares the texts after it)."""
+
+TermRow = tuple[str, str, int, str, int, int, str]
+"""A ``terms`` row as the deriver buffers it: ``(anchor, next, th, kind, fh, sh, term)``, the
+columns of the unique index ``terms_anchor`` first, so a plain ``sorted()`` is index order."""
+
 
 def text_hash(text: str) -> int:
     """A deterministic 64-bit signed hash of ``text`` (CRC-32 and Adler-32 of its UTF-8) for
@@ -202,11 +213,9 @@ class Backend(Protocol):
         ...
 
     def write_field_lines(self, conn: Connection,
-                          lines: Sequence[tuple[int, int, int, str, str, str | None, int, int, str | None]],
-                          terms: Iterable[tuple[str, str, str, str, int, int, int]]) -> None:
-        """Insert field lines ``(fh, sh, th, field, norm, value or None, line, content_id,
-        subject or None)`` (``subject``: an image attribute's region ``SUBJECT#rN``, None on
-        text lines) and known terms ``(anchor, next, term, kind, fh, sh, th)`` (duplicates
+                          lines: Sequence[LineRow], terms: Iterable[TermRow]) -> None:
+        """Insert field lines (:data:`LineRow`: ``subject`` is an image attribute's region
+        ``SUBJECT#rN``, None on text lines) and known terms (:data:`TermRow`; duplicates
         ignored), inside the caller's transaction.
         """
         ...
