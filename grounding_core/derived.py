@@ -45,7 +45,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 from .backend import DERIVED_VERSION, Backend, Connection, LineRow, TermRow, text_hash
@@ -131,8 +131,11 @@ class Deriver:
     """
 
     def __init__(self, conn: Connection, backend: Backend, settings: ParseSettings,
-                 queue_fts: bool = True) -> None:
+                 queue_fts: bool = True, after_flush: Callable[[], object] | None = None) -> None:
         self.conn = conn
+        self.after_flush = after_flush
+        """Called at the end of each :meth:`flush`, once the batch's rows are released
+        (``collector.BulkWrite.batch``: a scan's collection of what the batch left alive)."""
         self.backend = backend
         self.settings = settings
         self.queue_fts = queue_fts
@@ -167,6 +170,8 @@ class Deriver:
             return  # memory events (SPEC §11) derive memory_entries (grounding_core.memory_store)
         if event.kind == "import":
             self._import(event, doc if doc is not None else parse_content(event, self.settings))
+            if len(self._lines) >= BATCH_LINES:  # (here: the import's references to the batch are gone)
+                self.flush()
         else:
             self._revoke(event)
 
@@ -242,8 +247,6 @@ class Deriver:
                                "f", fh, 0, field_term))
         if self.queue_fts:
             self._fts.append((s,))
-        if len(buffer) >= BATCH_LINES:
-            self.flush()
 
     def _image_lines(self, doc: ImageDocument, s: int) -> None:
         """An image version's attributes: field lines keyed ``(SUBJECT#rN, FIELD)`` and
@@ -260,8 +263,6 @@ class Deriver:
                 self._image_fields.add(fl.field)
                 self._fields.append((self._hash(fl.field), fl.field))
                 self._names.add(("f", fl.field))  # question hook (SPEC §13): a known field name
-        if len(self._lines) >= BATCH_LINES:
-            self.flush()
 
     def _hash(self, text: str) -> int:
         cached = self._hashes.get(text)
@@ -333,8 +334,11 @@ class Deriver:
             self.backend.write_fields(self.conn, fields)
         self._write_names()
         self._write_values(lines)
+        del lines, terms, fts, fields, regions
         if len(self._field_terms) > KEY_CACHE:
             self._field_terms.clear()
+        if self.after_flush is not None:
+            self.after_flush()
 
     def _write_names(self) -> None:
         """Question-grammar names (SPEC §13, §15) and subject contents: each name once (its
