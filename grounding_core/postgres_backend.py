@@ -62,6 +62,7 @@ from .backend import (
     NewerLayout,
     ReadOnlyIndex,
     TermRow,
+    index_order,
     redact,
 )
 from .sqlite_backend import LINE_BITS, LINE_MASK
@@ -747,7 +748,7 @@ class PostgresBackend:
         """Insert field lines (:data:`~grounding_core.backend.LineRow`: ``subject`` is an image
         attribute's ``SUBJECT#rN``) and known terms (:data:`~grounding_core.backend.TermRow`;
         duplicates ignored), inside the caller's transaction, as one ``unnest`` statement per
-        batch of each (the terms in their unique index's order: a plain ``sorted()``).
+        batch of each (the terms in their unique index's order, :func:`~grounding_core.backend.index_order`).
         """
         for start in range(0, len(lines), UNNEST_BATCH):
             part = lines[start:start + UNNEST_BATCH]
@@ -755,7 +756,7 @@ class PostgresBackend:
                 "INSERT INTO field_lines (fh, sh, th, content_id, line, field, norm, value, subject)"
                 " SELECT * FROM unnest(?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[],"
                 " ?::text[], ?::text[], ?::text[])", [list(col) for col in zip(*part, strict=True)])
-        rows = sorted(set(terms))
+        rows = index_order(set(terms))
         for start in range(0, len(rows), UNNEST_BATCH):
             chunk = rows[start:start + UNNEST_BATCH]
             conn.execute(

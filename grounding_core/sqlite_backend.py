@@ -99,6 +99,7 @@ from .backend import (
     ReadOnlyIndex,
     TermRow,
     WriteFailed,
+    index_order,
     text_hash,
 )
 
@@ -656,13 +657,13 @@ class SqliteBackend:
         """Insert field lines (:data:`~grounding_core.backend.LineRow`) and known terms
         (:data:`~grounding_core.backend.TermRow`; duplicates ignored), inside the caller's
         transaction, each in index order (every index page is visited once per batch, not once
-        per row): both row shapes start with their index's columns, so a plain ``sorted()`` is
-        that order (no key function).
+        per row): both row shapes start with their index's columns, so their tuple order is
+        that order (:func:`index_order`, no key function).
         """
         conn.executemany("INSERT INTO field_lines (fh, sh, th, content_id, line, field, norm, value, subject)"
-                         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", sorted(lines))
+                         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", index_order(lines))
         conn.executemany("INSERT INTO terms (anchor, next, th, kind, fh, sh, term) VALUES (?, ?, ?, ?, ?, ?, ?)"
-                         " ON CONFLICT DO NOTHING", sorted(terms))
+                         " ON CONFLICT DO NOTHING", index_order(terms))
 
     def write_region_values(self, conn: Connection, rows: Iterable[tuple[str, str, int, int]]) -> None:
         """Record image attributes ``(field, value, content_id, region)`` (SPEC §12)."""
@@ -814,3 +815,4 @@ def _identity(path: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_dev, st.st_ino
+
