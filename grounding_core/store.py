@@ -1250,6 +1250,8 @@ class _Scan:
         deriver.flush()
         after = _WriterView(self.store, self.conn)
         for (doc_id, declared), rel in chosen.items():
+            if rel in self.imported:  # imported as read: its version's first content (no reuse; a cold index)
+                continue
             record = after.record(doc_id, declared) if declared is not None else None
             if record is not None and record.declared and record.sha256 != record.first_sha256:
                 group_findings.setdefault(rel, []).append(Finding(
