@@ -21,7 +21,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 DERIVED_VERSION = 7
@@ -30,6 +30,45 @@ backend), so an index written by another definition is rebuilt from its log on o
 
 FIELD_HEAD = 8
 """Code points of a field name kept in ``fields.head`` (prefix lookups, "did you mean")."""
+
+LineRow = tuple[int, int, int, int, int, str, str, str | None, str | None]
+"""A ``field_lines`` row as the deriver buffers it: ``(fh, sh, th, content_id, line, field,
+norm, value or None, subject or None)``. The columns are in the order of the table's index
+``(fh, sh, th)`` and then of the insertion order within a key (contents in seq order, lines
+in order; ``(content_id, line)`` is unique), so a plain ``sorted()`` of a batch is its index
+order with no key function (and never compares the texts after it)."""
+
+TermRow = tuple[str, str, int, str, int, int, str]
+"""A ``terms`` row as the deriver buffers it: ``(anchor, next, th, kind, fh, sh, term)``, the
+columns of the unique index ``terms_anchor`` first, so a plain ``sorted()`` is index order."""
+
+_Row = TypeVar("_Row", bound=tuple[Any, ...])
+
+
+def index_order(rows: Iterable[_Row]) -> list[_Row]:
+    """``sorted(rows)``, the same list, made faster: the rows are grouped by their first
+    column (a dict of lists, the groups in first-seen order) and each group is sorted, then
+    the groups are joined in the order of their first column. A batch's rows share few first
+    columns (a field's hash, a term's first 3 code points), so the groups are short sorts and
+    each comparison in them decides on a later column (the 34 batches of a 10k cold index:
+    0.71 s of CPU against 1.47 s for ``sorted()``). Rows whose first columns are equal compare
+    as tuples, as in ``sorted()``, so the result is exactly ``sorted(rows)``.
+    """
+    groups: dict[Any, list[_Row]] = {}
+    get = groups.get
+    for row in rows:
+        group = get(row[0])
+        if group is None:
+            groups[row[0]] = [row]
+        else:
+            group.append(row)
+    out: list[_Row] = []
+    for first in sorted(groups):
+        group = groups[first]
+        if len(group) > 1:
+            group.sort()
+        out.extend(group)
+    return out
 
 
 def text_hash(text: str) -> int:
@@ -202,11 +241,9 @@ class Backend(Protocol):
         ...
 
     def write_field_lines(self, conn: Connection,
-                          lines: Sequence[tuple[int, int, int, str, str, str | None, int, int, str | None]],
-                          terms: Iterable[tuple[str, str, str, str, int, int, int]]) -> None:
-        """Insert field lines ``(fh, sh, th, field, norm, value or None, line, content_id,
-        subject or None)`` (``subject``: an image attribute's region ``SUBJECT#rN``, None on
-        text lines) and known terms ``(anchor, next, term, kind, fh, sh, th)`` (duplicates
+                          lines: Sequence[LineRow], terms: Iterable[TermRow]) -> None:
+        """Insert field lines (:data:`LineRow`: ``subject`` is an image attribute's region
+        ``SUBJECT#rN``, None on text lines) and known terms (:data:`TermRow`; duplicates
         ignored), inside the caller's transaction.
         """
         ...

@@ -45,10 +45,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
-from .backend import DERIVED_VERSION, Backend, Connection, text_hash
+from .backend import DERIVED_VERSION, Backend, Connection, LineRow, TermRow, text_hash
 from .events import EVENT_KINDS, MEMORY_KINDS, Event, EventKind
 from .evidence import EvidenceDocument, EvidenceError, FrontMatter, parse_evidence_text
 from .images import MEASUREMENT_VERSION, ImageDocument, attribute_of_line, image_document_from_event, is_image_path
@@ -131,17 +131,20 @@ class Deriver:
     """
 
     def __init__(self, conn: Connection, backend: Backend, settings: ParseSettings,
-                 queue_fts: bool = True) -> None:
+                 queue_fts: bool = True, after_flush: Callable[[], object] | None = None) -> None:
         self.conn = conn
+        self.after_flush = after_flush
+        """Called at the end of each :meth:`flush`, once the batch's rows are released
+        (``collector.BulkWrite.batch``: a scan's collection of what the batch left alive)."""
         self.backend = backend
         self.settings = settings
         self.queue_fts = queue_fts
         self._field_terms: dict[str, str] = {}
         self._hashes: dict[str, int] = {}
-        self._lines: list[tuple[int, int, int, str, str, str | None, int, int, str | None]] = []
+        self._lines: list[LineRow] = []
         self._regions: list[tuple[str, str, int, int]] = []
         self._image_fields: set[str] = set()
-        self._terms: set[tuple[str, str, str, str, int, int, int]] = set()
+        self._terms: set[TermRow] = set()
         self._fields: list[tuple[int, str]] = []
         self._fts: list[tuple[int]] = []
         self._names: set[tuple[str, str]] = set()
@@ -167,6 +170,8 @@ class Deriver:
             return  # memory events (SPEC §11) derive memory_entries (grounding_core.memory_store)
         if event.kind == "import":
             self._import(event, doc if doc is not None else parse_content(event, self.settings))
+            if len(self._lines) >= BATCH_LINES:  # (here: the import's references to the batch are gone)
+                self.flush()
         else:
             self._revoke(event)
 
@@ -230,20 +235,18 @@ class Deriver:
             norm = normalize_fast(fl.value)
             term = norm.rstrip(VALUE_TRAILING_PUNCTUATION)
             th = text_hash(term)
-            buffer.append((fh, sh, th, name, norm, None if norm == fl.value else fl.value, number, s, None))
+            buffer.append((fh, sh, th, s, number, name, norm, None if norm == fl.value else fl.value, None))
             if len(term) >= 2:
-                terms.add((term[:3], term[3:6] if len(term) >= 6 else "", term, "v", fh, sh, th))
+                terms.add((term[:3], term[3:6] if len(term) >= 6 else "", th, "v", fh, sh, term))
             if name not in self._field_terms:
                 field_term = self._field_terms[name] = normalize_fast(name)
                 self._fields.append((fh, name))
                 self._names.add(("f", name))  # question hook (SPEC §13): a known field name
                 if len(field_term) >= 2:
-                    terms.add((field_term[:3], field_term[3:6] if len(field_term) >= 6 else "", field_term, "f",
-                               fh, 0, text_hash(field_term)))
+                    terms.add((field_term[:3], field_term[3:6] if len(field_term) >= 6 else "", text_hash(field_term),
+                               "f", fh, 0, field_term))
         if self.queue_fts:
             self._fts.append((s,))
-        if len(buffer) >= BATCH_LINES:
-            self.flush()
 
     def _image_lines(self, doc: ImageDocument, s: int) -> None:
         """An image version's attributes: field lines keyed ``(SUBJECT#rN, FIELD)`` and
@@ -253,15 +256,13 @@ class Deriver:
             subject = doc.line_subject(number)
             norm = normalize_fast(fl.value)
             self._lines.append((self._hash(fl.field), self._hash(subject),
-                                text_hash(norm.rstrip(VALUE_TRAILING_PUNCTUATION)), fl.field, norm,
-                                None if norm == fl.value else fl.value, number, s, subject))
+                                text_hash(norm.rstrip(VALUE_TRAILING_PUNCTUATION)), s, number, fl.field, norm,
+                                None if norm == fl.value else fl.value, subject))
             self._regions.append((fl.field, fl.value, s, attribute_of_line(number)[0]))
             if fl.field not in self._image_fields:  # (the field name is no known term either)
                 self._image_fields.add(fl.field)
                 self._fields.append((self._hash(fl.field), fl.field))
                 self._names.add(("f", fl.field))  # question hook (SPEC §13): a known field name
-        if len(self._lines) >= BATCH_LINES:
-            self.flush()
 
     def _hash(self, text: str) -> int:
         cached = self._hashes.get(text)
@@ -333,8 +334,11 @@ class Deriver:
             self.backend.write_fields(self.conn, fields)
         self._write_names()
         self._write_values(lines)
+        del lines, terms, fts, fields, regions
         if len(self._field_terms) > KEY_CACHE:
             self._field_terms.clear()
+        if self.after_flush is not None:
+            self.after_flush()
 
     def _write_names(self) -> None:
         """Question-grammar names (SPEC §13, §15) and subject contents: each name once (its
@@ -361,8 +365,7 @@ class Deriver:
             self._names_written.add((kind, name))
 
 
-    def _write_values(self, lines: Sequence[tuple[int, int, int, str, str, str | None, int, int, str | None]],
-                      ) -> None:
+    def _write_values(self, lines: Sequence[LineRow]) -> None:
         """Apply the changes to ``key_values`` (the lines just written of the contents it keeps,
         and the lines of contents that stopped being active) and write ``dated_lines``. Per
         changed value: one lookup (none for a value new to a table that was empty:
@@ -374,7 +377,7 @@ class Deriver:
         kept, self._kept = self._kept, {}
         changes, self._values = self._values, {}
         dated = []
-        for fh, sh, th, name, norm, written, number, cid, line_subject in (lines if kept else ()):
+        for fh, sh, th, cid, number, name, norm, written, line_subject in (lines if kept else ()):
             content = kept.get(cid)
             if content is None or line_subject is not None:
                 continue

@@ -57,9 +57,12 @@ from .backend import (
     Connection,
     Cursor,
     FtsHit,
+    LineRow,
     LockTimeout,
     NewerLayout,
     ReadOnlyIndex,
+    TermRow,
+    index_order,
     redact,
 )
 from .sqlite_backend import LINE_BITS, LINE_MASK
@@ -741,27 +744,25 @@ class PostgresBackend:
                             [list(anchors), *extra]).fetchall()
         return [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
 
-    def write_field_lines(self, conn: Connection,
-                          lines: Sequence[tuple[int, int, int, str, str, str | None, int, int, str | None]],
-                          terms: Iterable[tuple[str, str, str, str, int, int, int]]) -> None:
-        """Insert field lines ``(fh, sh, th, field, norm, value or None, line, content_id,
-        subject or None)`` (``subject``: an image attribute's ``SUBJECT#rN``) and known terms
-        ``(anchor, next, term, kind, fh, sh, th)`` (duplicates ignored), inside the caller's
-        transaction, as one ``unnest`` statement per batch of each.
+    def write_field_lines(self, conn: Connection, lines: Sequence[LineRow], terms: Iterable[TermRow]) -> None:
+        """Insert field lines (:data:`~grounding_core.backend.LineRow`: ``subject`` is an image
+        attribute's ``SUBJECT#rN``) and known terms (:data:`~grounding_core.backend.TermRow`;
+        duplicates ignored), inside the caller's transaction, as one ``unnest`` statement per
+        batch of each (the terms in their unique index's order, :func:`~grounding_core.backend.index_order`).
         """
         for start in range(0, len(lines), UNNEST_BATCH):
             part = lines[start:start + UNNEST_BATCH]
             conn.execute(
-                "INSERT INTO field_lines (fh, sh, th, field, norm, value, line, content_id, subject)"
-                " SELECT * FROM unnest(?::bigint[], ?::bigint[], ?::bigint[], ?::text[], ?::text[], ?::text[],"
-                " ?::bigint[], ?::bigint[], ?::text[])", [list(col) for col in zip(*part, strict=True)])
-        rows = sorted(set(terms))
+                "INSERT INTO field_lines (fh, sh, th, content_id, line, field, norm, value, subject)"
+                " SELECT * FROM unnest(?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[],"
+                " ?::text[], ?::text[], ?::text[])", [list(col) for col in zip(*part, strict=True)])
+        rows = index_order(set(terms))
         for start in range(0, len(rows), UNNEST_BATCH):
             chunk = rows[start:start + UNNEST_BATCH]
             conn.execute(
-                "INSERT INTO terms (anchor, next, term, kind, fh, sh, th)"
-                " SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],"
-                " ?::bigint[])"
+                "INSERT INTO terms (anchor, next, th, kind, fh, sh, term)"
+                " SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], ?::text[], ?::bigint[], ?::bigint[],"
+                " ?::text[])"
                 " ON CONFLICT DO NOTHING", [list(col) for col in zip(*chunk, strict=True)])
 
     def write_region_values(self, conn: Connection, rows: Iterable[tuple[str, str, int, int]]) -> None:

@@ -93,10 +93,13 @@ from .backend import (
     LOCK_WAIT_S,
     Connection,
     FtsHit,
+    LineRow,
     LockTimeout,
     NewerLayout,
     ReadOnlyIndex,
+    TermRow,
     WriteFailed,
+    index_order,
     text_hash,
 )
 
@@ -650,21 +653,17 @@ class SqliteBackend:
         return [(str(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]), int(r[5]))
                 for r in conn.execute(sql, params).fetchall()]
 
-    def write_field_lines(self, conn: Connection,
-                          lines: Sequence[tuple[int, int, int, str, str, str | None, int, int, str | None]],
-                          terms: Iterable[tuple[str, str, str, str, int, int, int]]) -> None:
-        """Insert field lines ``(fh, sh, th, field, norm, value or None, line, content_id,
-        subject or None)``
-        and known terms ``(anchor, next, term, kind, fh, sh, th)`` (duplicates ignored), inside the
-        caller's transaction, each in index order (every index page is visited once per
-        batch, not once per row).
+    def write_field_lines(self, conn: Connection, lines: Sequence[LineRow], terms: Iterable[TermRow]) -> None:
+        """Insert field lines (:data:`~grounding_core.backend.LineRow`) and known terms
+        (:data:`~grounding_core.backend.TermRow`; duplicates ignored), inside the caller's
+        transaction, each in index order (every index page is visited once per batch, not once
+        per row): both row shapes start with their index's columns, so their tuple order is
+        that order (:func:`index_order`, no key function).
         """
-        ordered_lines = sorted(lines, key=lambda r: (r[0], r[1], r[2]))
-        ordered_terms = sorted(terms, key=lambda r: (r[0], r[1], r[6], r[3], r[4], r[5]))
-        conn.executemany("INSERT INTO field_lines (fh, sh, th, field, norm, value, line, content_id, subject)"
-                         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", ordered_lines)
-        conn.executemany("INSERT INTO terms (anchor, next, term, kind, fh, sh, th) VALUES (?, ?, ?, ?, ?, ?, ?)"
-                         " ON CONFLICT DO NOTHING", ordered_terms)
+        conn.executemany("INSERT INTO field_lines (fh, sh, th, content_id, line, field, norm, value, subject)"
+                         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", index_order(lines))
+        conn.executemany("INSERT INTO terms (anchor, next, th, kind, fh, sh, term) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                         " ON CONFLICT DO NOTHING", index_order(terms))
 
     def write_region_values(self, conn: Connection, rows: Iterable[tuple[str, str, int, int]]) -> None:
         """Record image attributes ``(field, value, content_id, region)`` (SPEC §12)."""
@@ -816,3 +815,4 @@ def _identity(path: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_dev, st.st_ino
+

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import astuple, dataclass, field, replace
 from typing import Any
 
-from . import memory_store
+from . import collector, memory_store
 from . import scan as scanning
 from .backend import (
     LOCK_WAIT_S,
@@ -535,8 +535,8 @@ class Store:
                         return self._read_only_scan(listing)
                     self._ensure_derived()
                     try:
-                        with self.backend.write() as conn:
-                            result = _Scan(self, conn, config, listing, progress, settle, pause).run()
+                        with collector.bulk_write() as bulk, self.backend.write() as conn:
+                            result = _Scan(self, conn, config, listing, progress, settle, pause, bulk).run()
                     except BaseException:
                         self.documents.clear()  # contents cached under seqs that were rolled back
                         self._latest = None
@@ -876,9 +876,14 @@ class _Scan:
     """One scan inside the writer's transaction (see :meth:`Store.scan`)."""
 
     def __init__(self, store: Store, conn: Connection, config: Config, listing: Listing,
-                 progress: ProgressCallback | None, settle: float, pause: Callable[[], object] | None = None) -> None:
+                 progress: ProgressCallback | None, settle: float, pause: Callable[[], object] | None = None,
+                 bulk: collector.BulkWrite | None = None) -> None:
         self.store = store
         self.pause = pause
+        self.bulk = bulk
+        """The scan's own collections while the automatic ones are off (:func:`collector.bulk_write`):
+        at the end of each batch of derived rows and, failing that, every
+        :data:`collector.BULK_YOUNG` allocations at an event boundary."""
         self.settle = settle
         self.conn = conn
         self.config = config
@@ -1019,6 +1024,8 @@ class _Scan:
         if doc is not None and self.kept_parsed < KEEP_PARSED_IMPORTS:
             self.kept_parsed += 1
             self.store.documents.put(event.seq, doc)
+        if self.bulk is not None:
+            self.bulk.step()
         # the text is in the log; a scan result does not keep a corpus-sized copy of it
         self.result.events.append(replace(event, text=""))
 
@@ -1221,7 +1228,8 @@ class _Scan:
         self._load_rows()
         full = self.conn.execute("SELECT value FROM meta WHERE key = 'full_reconcile'").fetchone()
         view = _WriterView(self.store, self.conn)  # the index before this scan's events
-        self.deriver = deriver = Deriver(self.conn, self.store.backend, self.settings)
+        self.deriver = deriver = Deriver(self.conn, self.store.backend, self.settings,
+                                         after_flush=None if self.bulk is None else self.bulk.batch)
         self.empty = not self.old and self.conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None \
             and self.conn.execute("SELECT 1 FROM versions LIMIT 1").fetchone() is None
         self._read_changed()
@@ -1256,6 +1264,8 @@ class _Scan:
         deriver.flush()
         after = _WriterView(self.store, self.conn)
         for (doc_id, declared), rel in chosen.items():
+            if rel in self.imported:  # imported as read: its version's first content (no reuse; a cold index)
+                continue
             record = after.record(doc_id, declared) if declared is not None else None
             if record is not None and record.declared and record.sha256 != record.first_sha256:
                 group_findings.setdefault(rel, []).append(Finding(
