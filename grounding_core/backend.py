@@ -24,7 +24,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-DERIVED_VERSION = 7
+DERIVED_VERSION = 8
 """Part of the derived tables' fingerprint: bumped whenever their definition changes (on any
 backend), so an index written by another definition is rebuilt from its log on open."""
 
