@@ -312,6 +312,11 @@ def _validate(table: dict[str, Any], source: str) -> dict[str, Any]:
                 value = [value]
             if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
                 raise ConfigError(f"{source}: {key} must be a list of non-empty strings")
+            if not value and key in ("field_separators", "evidence_globs"):
+                # an empty list would silently switch off every field check, or revoke every
+                # evidence file in the log (docs/decisions.md "Configuration")
+                what = "separator, e.g. [\"：\"]" if key == "field_separators" else "glob, e.g. [\"**/*.md\"]"
+                raise ConfigError(f"{source}: {key} must name at least one {what}")
             if key in ("evidence_globs", "drafts"):
                 for pattern in value:
                     if pattern.startswith("!"):

@@ -335,8 +335,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     paths = _draft_paths(ws, args.paths)
     if paths is None:
         paths = ws.discover_drafts()
-        if not paths:
-            _say_drafts_inside_evidence(ws)
+        if not paths and not _say_drafts_inside_evidence(ws):
+            globs = ", ".join(json.dumps(g, ensure_ascii=False) for g in ws.config.drafts)
+            print(f"grounding: warning: no draft matches drafts = [{globs}] under {ws.config.root};"
+                  " nothing was checked (check the globs in grounding.toml, or name drafts on the"
+                  " command line)", file=sys.stderr)
     elif not paths:  # folders given, none holding a draft: nothing to check, never every draft
         print(f"grounding: warning: no drafts under {', '.join(map(str, args.paths))}; nothing to check",
               file=sys.stderr)
@@ -398,10 +401,10 @@ def _draft_paths(ws: Workspace, paths: list[Path]) -> list[str] | None:
     return out
 
 
-def _say_drafts_inside_evidence(ws: Workspace) -> None:
+def _say_drafts_inside_evidence(ws: Workspace) -> bool:
     """No draft was found: when a file under the evidence folder matches the drafts globs (the
     drafts folder was made evidence, e.g. ``evidence = "answers"`` or ``"."``), say on stderr
-    that evidence is never a draft (SPEC §2); stops at the first such file.
+    that evidence is never a draft (SPEC §2); stops at the first such file. True when it said so.
     """
     config = ws.config
     for dirpath, dirnames, filenames in os.walk(config.evidence_root):
@@ -413,7 +416,8 @@ def _say_drafts_inside_evidence(ws: Workspace) -> None:
                       f" evidence folder {config.evidence_display('.').removesuffix('/.')}, and evidence files"
                       " are never drafts; keep drafts outside it (set 'evidence' or 'drafts' in grounding.toml)",
                       file=sys.stderr)
-                return
+                return True
+    return False
 
 
 def _check_one(ws: Workspace, rel_path: str, state: Any) -> DraftReport:
