@@ -180,7 +180,10 @@ def _separator_pattern(separators: tuple[str, ...]) -> re.Pattern[str]:
     name (docs/decisions.md "Field lines": with ``:`` configured, ``08:30 签到：主楼`` is the
     field ``08:30 签到``, not ``08``).
     """
-    return re.compile("|".join(f"(?<!\\d){re.escape(sep)}|{re.escape(sep)}(?!\\d)" for sep in separators))
+    # each branch starts with its separator, so the search keeps SRE's literal-prefix scan (a
+    # leading lookbehind made the parse of every line 3-10x slower); the lookahead then
+    # refuses the occurrence only when a digit precedes it and one follows
+    return re.compile("|".join(f"{re.escape(sep)}(?!(?<=\\d{re.escape(sep)})\\d)" for sep in separators))
 
 
 def decode_evidence(data: bytes) -> str:
