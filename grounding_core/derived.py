@@ -225,11 +225,17 @@ class Deriver:
         if isinstance(doc, ImageDocument):
             self._image_lines(doc, s)
             return
+        kept = None
         if not subject:  # key_values (undated) or dated_lines (dated) take its lines at the flush
-            self._kept[s] = (event.doc_id, event.version, event.path,
-                             front.effective_from is not None or front.effective_until is not None)
+            kept = self._kept[s] = (event.doc_id, event.version, event.path,
+                                    front.effective_from is not None or front.effective_until is not None)
         buffer, terms, hashed = self._lines, self._terms, self._hash
         for number, fl in doc.field_lines.items():
+            if len(buffer) >= BATCH_LINES:  # one large document: its lines go in several batches
+                self.flush()
+                buffer, terms = self._lines, self._terms
+                if kept is not None:  # the flush took the content's entry; its later lines need it
+                    self._kept[s] = kept
             name = fl.field
             fh = hashed(name)
             norm = normalize_fast(fl.value)
