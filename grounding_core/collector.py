@@ -35,7 +35,7 @@ automatic collections are off while the scan's transaction is open, and the scan
 young and middle generations itself at the end of each batch of derived rows, once the
 batch's rows are released (``Deriver.flush``: :meth:`BulkWrite.batch`), and at an event
 boundary once :data:`BULK_YOUNG` tracked objects were allocated without one
-(:meth:`BulkWrite.step`). So what a scan keeps (the document cache) is looked at once, the
+(:meth:`BulkWrite.step`). So what a scan keeps (the few documents it caches) is looked at once, the
 batch's row tuples never, and no full collection walks the whole heap during the scan: the
 10k cold index with the interpreter's defaults made 17 full collections, 1.4 s of 1.9-2.0 s
 of collector time; now 0.3 s (BENCHMARKS.md, docs/decisions.md "The collector during a

@@ -232,6 +232,7 @@ class Deriver:
         buffer, terms, hashed = self._lines, self._terms, self._hash
         for number, fl in doc.field_lines.items():
             if len(buffer) >= BATCH_LINES:  # one large document: its lines go in several batches
+                del buffer, terms  # the flush's collection must not find the written batch alive
                 self.flush()
                 buffer, terms = self._lines, self._terms
                 if kept is not None:  # the flush took the content's entry; its later lines need it

@@ -159,8 +159,9 @@ def split_marker(line: str) -> str:
 def parse_field_line(line: str, separators: Sequence[str]) -> FieldLine | None:
     """SPEC §3 field line: after the list markers (:func:`split_marker`), text holding a separator.
 
-    ``field`` is the text before the earliest separator, stripped; ``value`` the text after
-    it, stripped. Returns None when no separator occurs or the field would be empty.
+    ``field`` is the text before the earliest separator that is not between two digits
+    (:func:`_separator_pattern`), stripped; ``value`` the text after it, stripped. Returns
+    None when no separator occurs or the field would be empty.
     """
     text = split_marker(line)
     match = _separator_pattern(tuple(separators)).search(text)

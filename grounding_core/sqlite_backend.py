@@ -815,4 +815,3 @@ def _identity(path: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_dev, st.st_ino
-

@@ -899,11 +899,11 @@ class _Scan:
         self.noted: list[str] = []
         """Paths whose stored row has findings (most have none: NULL)."""
         self.fresh = DocumentCache(FRESH_CHARS)
-        self.kept_parsed = 0
-        """Documents of this scan put in the store's cache (at most :data:`KEEP_PARSED_IMPORTS`)."""
         """Documents parsed by this scan's reads and imported only at its end, by path
         (bounded: the ones that fell out are read again when imported). Documents imported
         right after their read (:meth:`_import_now`) are never kept here."""
+        self.kept_parsed = 0
+        """Documents of this scan put in the store's cache (at most :data:`KEEP_PARSED_IMPORTS`)."""
         self.deriver: Deriver | None = None
         self.imported: set[str] = set()
         """Paths imported right after their read (:meth:`_import_now`)."""
