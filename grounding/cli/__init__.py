@@ -27,7 +27,7 @@ from grounding_core.text import shorten
 from grounding_core.workspace import Workspace
 
 from ..report import finding_json, fingerprint_map, report_json
-from . import baseline, cite, pipelines, sarif
+from . import cite, pipelines
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
@@ -355,6 +355,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(report_json(reports, evidence, fingerprints), ensure_ascii=False, indent=1))
     elif args.format == "sarif":
+        from . import sarif  # only for --format sarif
+
         print(json.dumps(sarif.report(reports, evidence, ws.config.root, fingerprints), ensure_ascii=False,
                          indent=1))
     else:
@@ -616,6 +618,8 @@ def _apply_baseline(args: argparse.Namespace, reports: list[DraftReport], eviden
     """
     if getattr(args, "baseline", None) is None:
         return reports, evidence, {}
+    from . import baseline  # only for --baseline
+
     try:
         known = baseline.load(args.baseline)
     except ValueError as exc:
