@@ -54,6 +54,7 @@ from grounding_core.state import IndexState, MemorySnapshot, ParseCache
 from grounding_core.store import Store
 from grounding_core.text import normalize
 from grounding_core.verify import check_draft
+from tests.support.rows import sorted_rows
 
 TODAY = dt.date(2026, 1, 1)
 DATES = [dt.date(2025, 7, 1), TODAY, dt.date(2026, 7, 1), dt.date(2027, 1, 1)]
@@ -262,15 +263,7 @@ def _kept_rows(store: Store) -> list[tuple[Any, ...]]:
     kept = conn.execute("SELECT fh, sh, first_doc, first_version, first_line, th, lines, field, subject, norm,"
                         " spelled, sources FROM key_values").fetchall()
     dated = conn.execute("SELECT fh, sh, field, subject, norm, value, line, content_id FROM dated_lines").fetchall()
-    return sorted((tuple(r) for r in kept), key=_nulls_first) + sorted((tuple(r) for r in dated), key=_nulls_first)
-
-
-def _nulls_first(row: tuple[Any, ...]) -> tuple[tuple[bool, Any], ...]:
-    """A sort key for rows whose nullable columns hold None beside texts (a ``dated_lines``
-    value: NULL where it equals the normalised one), which ``sorted()`` of the rows cannot
-    compare: two lines of one content differing only in spaces tie up to that column.
-    """
-    return tuple((False, 0) if value is None else (True, value) for value in row)
+    return sorted_rows(kept) + sorted_rows(dated)
 
 
 def _rebuilt(store: Store, location: str) -> Store:

@@ -31,6 +31,7 @@ from grounding_core.index import IndexSnapshot
 from grounding_core.model import Finding
 from grounding_core.sqlite_backend import LINE_BITS, LINE_MASK, SqliteBackend
 from grounding_core.store import Store, fts_rows
+from tests.support.rows import sorted_rows
 
 from .helpers import PYTHON, SERVER_ENV
 
@@ -265,7 +266,7 @@ def check_fts(store: Store) -> None:
 def check_derived(store: Store) -> None:
     """The derived tables equal a rebuild of the same log (a fresh store fed the events)."""
     conn = store.backend.reader()
-    tables = {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall())
+    tables = {t: sorted_rows(conn.execute(f"SELECT * FROM {t}").fetchall())
               for t in ("versions", "revocations", "field_lines", "terms", "key_values", "dated_lines")}
     fresh = SqliteBackend(":memory:")
     try:
@@ -282,7 +283,7 @@ def check_derived(store: Store) -> None:
             deriver.apply(e)
         deriver.flush()
         copy.execute("COMMIT")
-        again = {t: sorted(copy.execute(f"SELECT * FROM {t}").fetchall()) for t in tables}
+        again = {t: sorted_rows(copy.execute(f"SELECT * FROM {t}").fetchall()) for t in tables}
         assert tables == again, "derived tables differ from a rebuild of the log"
     finally:
         fresh.close()
