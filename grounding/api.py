@@ -119,14 +119,17 @@ class IndexReader:
         """True while a scan runs."""
         return self._scan_mutex.locked()
 
-    def scan(self, progress: ProgressCallback | None = None) -> ScanResult:
-        """Scan now (waits for a scan already running), then publish the new state."""
+    def scan(self, progress: ProgressCallback | None = None, lock_wait: float | None = None) -> ScanResult:
+        """Scan now (waits for a scan already running), then publish the new state. ``lock_wait``
+        caps the wait in seconds for another process's write lock (default the store's), then
+        :class:`~grounding_core.store.IndexBusy` and the state published stays the last one.
+        """
         with self._scan_mutex:
-            return self._scan_locked(progress)
+            return self._scan_locked(progress, lock_wait)
 
-    def _scan_locked(self, progress: ProgressCallback | None) -> ScanResult:
+    def _scan_locked(self, progress: ProgressCallback | None, lock_wait: float | None = None) -> ScanResult:
         try:
-            result = self.workspace.scan(progress)
+            result = self.workspace.scan(progress, lock_wait=lock_wait)
         except BaseException as exc:
             self.scan_error = exc
             raise

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     from ..api import Verifier, citation_model  # pydantic loads only for this command
     from ..models import Skipped
 
-    verifier = Verifier.from_workspace(ws, scan=True)
+    verifier = _scanned_verifier(ws, Verifier)
     args.target = _undo_ime_slip(verifier, args.target)
     try:
         result = verifier.cite(args.target, grep=args.grep, limit=args.limit)
@@ -81,6 +81,27 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         for s in result.skipped:
             print(f"grounding: note: {s.doc_id}:{s.line} left out: {s.message}", file=sys.stderr)
     return EXIT_OK
+
+
+def _scanned_verifier(ws: Workspace, verifier_class: type[Verifier]) -> Verifier:
+    """A verifier over ``ws`` after a scan. When another process holds the index's write lock
+    (it is indexing) for more than ``READ_LOCK_WAIT_S``, a note on stderr says that cite waits
+    for it, and for how long at most (then ``IndexBusy``: exit 2), instead of waiting silently.
+    Unlike ``check``, cite does not answer from the last committed state: it prints
+    citations to paste, which must name the versions the other process is committing.
+    """
+    from grounding_core.store import LOCK_WAIT_S, IndexBusy
+
+    from . import READ_LOCK_WAIT_S
+
+    verifier = verifier_class.from_workspace(ws, scan=False)
+    try:
+        verifier.reader.scan(lock_wait=READ_LOCK_WAIT_S)
+    except IndexBusy:
+        print(f"grounding: note: another process is writing the index {ws.store.location} (probably"
+              f" indexing); cite waits for it to finish, at most {LOCK_WAIT_S:g} s more", file=sys.stderr, flush=True)
+        verifier.reader.scan(lock_wait=LOCK_WAIT_S)
+    return verifier
 
 
 def _undo_ime_slip(verifier: Verifier, target: str | None) -> str | None:

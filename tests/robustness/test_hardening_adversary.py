@@ -118,6 +118,29 @@ def test_check_answers_from_the_committed_index_while_another_process_holds_the_
     assert "evidence/later.md" in [e["path"] for e in after["evidence"]]  # the next scan catches up
 
 
+def test_cite_says_it_waits_while_another_process_holds_the_lock(tmp_path: Path) -> None:
+    """tryout5 #6: cite used to wait silently (up to 30 s) for another process's indexing."""
+    ws = workspace(tmp_path)
+    assert grounding(ws, "check").returncode == 0  # the index exists
+    locker = subprocess.Popen([PYTHON, "-c", LOCKER, str(ws / ".grounding/index.sqlite")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert locker.stdout is not None and locker.stdout.readline() == "locked\n"
+        cite = subprocess.Popen([PYTHON, "-m", "grounding.cli", "cite", "schedule:6"], cwd=ws,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**SERVER_ENV, "PYTHONIOENCODING": "utf-8"})
+        assert cite.stderr is not None
+        note = cite.stderr.readline()  # printed while the lock is still held
+        assert "another process is writing the index" in note and "cite waits for it" in note, note
+        assert cite.poll() is None  # still waiting, not answering from a stale state
+    finally:
+        assert locker.stdin is not None
+        locker.stdin.close()
+        locker.wait(30)
+    out, err = cite.communicate(timeout=60)
+    assert cite.returncode == 0 and "schedule@1:6" in out and "Traceback" not in err, err
+
+
 # -- 3. a .grounding symlink out of the workspace -------------------------------------------------
 
 
