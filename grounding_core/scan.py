@@ -153,6 +153,19 @@ def file_finding(name: str, message: str, hint: str = "", line: int = 1) -> Find
     return Finding(name, Span(line - 1, 0, line - 1, 0), message, hint=hint)
 
 
+def _broken_link(full: str) -> Finding:
+    """GR201 for a symlink whose target does not exist or that loops: names the target the
+    link holds (its text only; nothing at it is read) and how to repair the link.
+    """
+    try:
+        target = printable_path(os.readlink(full))
+    except OSError:
+        target = "?"
+    return file_finding(
+        "unreadable-evidence", f"symlink is broken or loops (it points to {target}); not read",
+        "Point the link at a file inside the evidence folder (ln -sf TARGET LINK), or delete the link.")
+
+
 def _too_long(rel: str) -> Finding:
     return file_finding(
         "unreadable-evidence",
@@ -330,7 +343,7 @@ def _consider(config: Config, root: Path, full: str, rel: str, listing: Listing,
         try:
             resolved = Path(os.path.realpath(full, strict=True))
         except OSError:
-            listing.refused[rel] = file_finding("unreadable-evidence", "symlink is broken or loops; not read")
+            listing.refused[rel] = _broken_link(full)
             return
         if not resolved.is_relative_to(root):
             listing.refused[rel] = file_finding(

@@ -348,8 +348,22 @@ def test_symlink_loops_are_refused_and_the_scan_finishes(make_workspace: Workspa
     found = evidence_names(ws)
     for name in ("self.md", "ping.md", "pong.md"):
         assert found[name] == ["unreadable-evidence"]
-        assert "symlink is broken or loops; not read" in ws.scan().evidence[name][0].message
+        finding = ws.scan().evidence[name][0]
+        assert "symlink is broken or loops" in finding.message and "not read" in finding.message
+        assert "Point the link at a file inside the evidence folder" in finding.hint
+    assert "(it points to pong.md)" in ws.scan().evidence["ping.md"][0].message
     assert ws.store.state.doc_ids() == ["schedule"]
+
+
+def test_a_dangling_symlink_names_its_target_and_how_to_repair_it(make_workspace: WorkspaceFactory,
+                                                                  tmp_path: Path) -> None:
+    (tmp_path / "evidence").mkdir()
+    (tmp_path / "evidence" / "退款政策.md").symlink_to("../归档/退款政策 🎉.md")  # moved away
+    ws = make_workspace({"evidence/schedule.md": SCHEDULE})
+    (finding,) = ws.scan().evidence["退款政策.md"]
+    assert finding.name == "unreadable-evidence"
+    assert finding.message == "symlink is broken or loops (it points to ../归档/退款政策 🎉.md); not read"
+    assert "ln -sf" in finding.hint
 
 
 def test_symlinks_escaping_the_root_are_refused_never_read(make_workspace: WorkspaceFactory,
