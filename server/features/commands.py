@@ -21,7 +21,9 @@ Arguments: each command takes one object (``server/protocol.py``: ``[{...}]``, `
                             ``unsupportedTerms`` are shown); with ``uri: null``
                             returns ``{markdown, status, reason, ...}``, else inserts
                             it at the end of that document
-                            (``grounding_core.edits.append_answer``)
+                            (``grounding_core.edits.append_answer``); waits for the
+                            background full-text rows first (at most
+                            ``SEARCH_WAIT_SECONDS``, else ``reason: still_indexing``)
 ``grounding.fixAll``        ``{uri}`` -> applies every safe fix (``applied, fixes``)
 ``grounding.showContext``   ``{uri}`` | ``uri`` -> the draft's context: for a ``query``
                             context the compiled summary (kept/skipped units, tokens)
@@ -53,6 +55,11 @@ from server.documents import DocumentSnapshot
 from server.features import workspace
 from server.protocol import COMMANDS, command_object, uri_argument
 from server.session import DraftResult, IndexView, ResultKey, Session
+
+SEARCH_WAIT_SECONDS = 20.0
+"""How long ``grounding.draftAnswer`` waits for the background full-text build before it says
+"still indexing" and inserts nothing (a query context ranked on part of the rows could abstain
+where ``grounding answer`` answers)."""
 
 __all__ = ["COMMANDS", "draft_answer", "fix_all", "insert_citation", "reindex", "show_conflicts",
            "show_context"]
@@ -191,6 +198,11 @@ async def draft_answer(session: Session, *args: Any) -> dict[str, Any]:
             raise JsonRpcInvalidParams(f"'{key}' must be a positive number of tokens")
         budget[key] = value
     view = await _ready(session)
+    if not view.snapshot.search_complete:  # the context is ranked by full-text search (SPEC §8)
+        if not await workspace.full_text_built(session, SEARCH_WAIT_SECONDS):
+            return {"applied": False, "status": None, "reason": "still_indexing",
+                    "message": "Grounding is still indexing the evidence folder; draft the answer again in a moment."}
+        view = await _ready(session)
     try:
         answer = await session.readers.run(answer_from, view.snapshot, view.config, view.today, question.strip(),
                                            list(fields), subject, budget["limit"], budget["reserve"])

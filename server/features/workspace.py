@@ -14,6 +14,9 @@
   ~200 ms quiet period; adds, modifies, deletes and atomic saves all land). If the OS watcher
   cannot start (watch limit, unsupported filesystem) it polls, with one warning. Testing
   hook: the environment variable ``GROUNDING_FORCE_WATCH_ERROR`` makes the OS watcher fail.
+- After a scan that queued full-text rows, they are built in the background (``query``
+  contexts and citation search say "still indexing" until then). Testing hook:
+  ``GROUNDING_FTS_GATE`` names a FIFO the first build waits on until a test opens it.
 - ``grounding.toml`` / ``pyproject.toml`` are watched too (a stat every second, and the
   client's file events): a change rebuilds the configuration without a restart. Changed
   evidence or parse settings (evidence root and globs, index path, separators, meta and
@@ -95,6 +98,8 @@ SCAN_LOCK_WAIT_SECONDS = 2.0
 index`` or server) before the scan is retried later."""
 BUSY_RETRY_SECONDS = (0.5, 30.0)
 """First and longest pause before retrying a scan another process's lock held up (doubling)."""
+FTS_GATE_ENV = "GROUNDING_FTS_GATE"
+"""Tests only: a FIFO the first full-text build opens (and so waits on) before it starts."""
 FTS_SLICE_SECONDS = 0.25
 """Longest the writer thread spends on full-text rows before other writes get a turn."""
 FTS_SLICE_BATCH = 4
@@ -539,6 +544,9 @@ async def _build_full_text(session: Session) -> None:
     ws, epoch = session.workspace, session.epoch
     if ws is None:
         return
+    gate = os.environ.pop(FTS_GATE_ENV, None)  # tests only; the first build waits once
+    if gate:
+        await asyncio.to_thread(_open_gate, gate)
     try:  # bulk work: pauses before each transaction while foreground jobs run or a check is due
         while not await session.writer.run(ws.store.build_fts, FTS_SLICE_SECONDS, FTS_SLICE_BATCH,
                                            _fts_pause(session)):
@@ -552,6 +560,29 @@ async def _build_full_text(session: Session) -> None:
     if epoch == session.epoch and view is not None and view.epoch == epoch:
         _set_snapshot(session, await session.readers.run(ws.store.snapshot))
         diagnostics.recheck_open_drafts(session)
+
+
+def _open_gate(path: str) -> None:
+    with open(path, "rb"):  # a FIFO: blocks until the test opens it for writing
+        pass
+
+
+async def full_text_built(session: Session, timeout: float) -> bool:
+    """Wait at most ``timeout`` seconds for the background full-text build
+    (:func:`_build_full_text`) to finish; True when the current view's snapshot has every
+    full-text row (``search_complete``). For commands whose result depends on the ranking
+    (``grounding.draftAnswer``): answering before the rows are built would rank fewer lines
+    than ``grounding answer`` does, and could insert an ``abstain`` the evidence does not
+    justify.
+    """
+    view = session.current_view()
+    if view is None or view.snapshot.search_complete:
+        return view is not None
+    task = session.tasks.running(_FTS)
+    if task is not None:  # (asyncio.wait: the build's own failure or cancellation is not ours)
+        await asyncio.wait({task}, timeout=timeout)
+    view = session.current_view()
+    return view is not None and view.snapshot.search_complete
 
 
 def _fts_pause(session: Session) -> Callable[[], float]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ import pytest
 from lsprotocol import types
 
 from grounding_core.store import Store
+from server.features.workspace import FTS_GATE_ENV
 from tests.support.lsp import PROFILES, RecordingClient, lsp_session, open_document
 from tests.support.recorder import WAIT_SECONDS, plain
 from tests.support.workspace import build_workspace
@@ -308,4 +310,29 @@ async def test_draft_answer_uses_the_drafts_question_and_shows_unsupported_terms
     assert out["status"] == "answered" and out["reason"] == "answered"
     assert out["claims"] == ["book-fair@1:5"]
     assert kinds(vscode.root).count("import") == 1  # answering never writes memory
+
+
+async def test_draft_answer_waits_for_the_full_text_rows_its_context_is_ranked_by(tmp_path: Path) -> None:
+    """The full-text rows are built in the background after the scan; a draftAnswer that
+    arrives first waits for them and answers as ``grounding answer`` does, never an abstain
+    ranked on rows not built yet (CI once saw it: the command raced the build).
+    """
+    root = build(tmp_path / "ws")
+    gate = tmp_path / "fts-gate"
+    os.mkfifo(gate)
+    async with lsp_session(root, env={FTS_GATE_ENV: str(gate)}) as client:
+        editor = Editor(client, root)
+        recorder = client.recorder
+        await recorder.wait_until(lambda: bool(recorder.passes_since(0.0)), "the initial index pass")
+        try:
+            accepted = editor.open("answers/accepted.md")
+            await editor.status(accepted)
+            pending = asyncio.ensure_future(editor.execute("grounding.draftAnswer", {"uri": accepted}))
+            await editor.execute("grounding.showConflicts", {})  # answered after the draftAnswer began
+            assert not pending.done()  # it waits: the build is held at the gate
+        finally:
+            await asyncio.to_thread(lambda: gate.open("wb").close())
+        out = await asyncio.wait_for(pending, WAIT_SECONDS)
+    assert out["status"] == "answered" and out["reason"] == "answered"
+    assert out["claims"] == ["book-fair@1:5"] and out["applied"] is True
 
