@@ -8,6 +8,7 @@ import pytest
 from support import write_files
 
 from grounding import cli
+from grounding_core.store import Store
 
 EVIDENCE = {"evidence/规则🙂.md": "- 主题：退款\r\n- 退款方式：原路退还\r\n"}
 
@@ -38,3 +39,44 @@ def test_an_empty_list_that_would_switch_checks_off_is_refused(
     write_files(tmp_path, {**EVIDENCE, "grounding.toml": setting + "\n"})
     assert cli.main(["check", "--root", str(tmp_path)]) == 2
     assert says in capsys.readouterr().err
+
+
+def events(root: Path) -> list[str]:
+    store = Store(str(root / ".grounding" / "index.sqlite"))
+    try:
+        return [e.kind for e in store.events()]
+    finally:
+        store.close()
+
+
+def test_evidence_globs_matching_none_of_the_indexed_files_revoke_nothing(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A glob typo used to revoke every document (exit 0); now the scan refuses, exit 2, and
+    the index keeps its last state until the globs are fixed (tryout5 #4)."""
+    write_files(tmp_path, {**EVIDENCE, "evidence/通知/开放日.md": "- 活动时间：9:30–16:00 🎉\n",
+                           "grounding.toml": ""})
+    assert cli.main(["index", "--root", str(tmp_path)]) == 0
+    before = events(tmp_path)
+    assert before.count("import") == 2
+    (tmp_path / "grounding.toml").write_text('evidence_globs = ["**/*.mdx"]\n', encoding="utf-8")
+    capsys.readouterr()
+    for command in ("index", "check"):
+        assert cli.main([command, "--root", str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert "evidence_globs (**/*.mdx) match none of the 2 files in the evidence folder" in err
+        assert "nothing was indexed and nothing revoked" in err and "Fix evidence_globs in grounding.toml" in err
+    assert events(tmp_path) == before  # nothing appended
+    (tmp_path / "grounding.toml").write_text('evidence_globs = ["**/*.md"]\n', encoding="utf-8")
+    assert cli.main(["index", "--root", str(tmp_path)]) == 0
+    assert events(tmp_path) == before  # the same files, the same state
+
+
+def test_deleting_every_indexed_file_still_revokes_them_beside_other_files(tmp_path: Path) -> None:
+    """The refusal is for files still there: deleted documents are revoked even when the folder
+    keeps files no glob matches (a README.rst, an image sidecar)."""
+    write_files(tmp_path, {**EVIDENCE, "grounding.toml": ""})
+    assert cli.main(["index", "--root", str(tmp_path)]) == 0
+    (tmp_path / "evidence" / "规则🙂.md").unlink()
+    (tmp_path / "evidence" / "说明.rst").write_text("不是证据\r\n", encoding="utf-8")
+    assert cli.main(["index", "--root", str(tmp_path)]) == 0
+    assert events(tmp_path) == ["import", "revoke"]
