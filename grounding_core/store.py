@@ -532,7 +532,7 @@ class Store:
             raise FileNotFoundError(f"evidence folder {root} does not exist")
         paths = None if paths is None else list(paths)
         listing = scanning.walk_evidence(config, pause) if paths is None else scanning.resolve_paths(config, paths)
-        if paths is None and not listing.candidates and not listing.refused and listing.unmatched:
+        if paths is None and not listing.candidates and listing.unmatched:
             self._refuse_empty_match(config, listing.unmatched)
         lost: BaseException | None = None
         for delay in self._retries():
@@ -566,18 +566,23 @@ class Store:
         return result
 
     def _refuse_empty_match(self, config: Config, unmatched: int) -> None:
-        """Raise :class:`NoEvidenceMatched` when files the index holds are still in the
-        evidence folder (of the first 100 stored paths, any): the scan would revoke them only
-        because no glob matches them any more. When they are gone (deleted, moved) the scan
-        goes on and revokes them, whatever other files the folder holds.
+        """Raise :class:`NoEvidenceMatched` when any file the index holds is still in the
+        evidence folder: the scan would revoke it only because no glob matches it any more.
+        When they are all gone (deleted, moved) the scan goes on and revokes them, whatever
+        other files the folder holds. Runs only when a full walk matched nothing: one
+        ``lstat`` per stored path at most, read from a cursor (stops at the first found).
         """
         root = config.evidence_root
-        stored = self.backend.reader().execute("SELECT path FROM files LIMIT 100").fetchall()
-        if not any(os.path.lexists(root / path) for (path,) in stored):
-            return
+        stored = self.backend.reader().execute("SELECT path FROM files")
+        try:
+            if not any(os.path.lexists(root / path) for (path,) in stored):
+                return
+        finally:
+            stored.close()  # an unfinished statement would keep its read transaction open
         globs = ", ".join(config.evidence_globs)
+        files = f"{unmatched} file" if unmatched == 1 else f"{unmatched} files"
         raise NoEvidenceMatched(
-            f"evidence_globs ({globs}) match none of the {unmatched} files in the evidence folder"
+            f"evidence_globs ({globs}) match none of the {files} in the evidence folder"
             f" {config.evidence_root}; nothing was indexed and nothing revoked (the index keeps its last"
             " state). Fix evidence_globs in grounding.toml; to retire every document, delete or move"
             " the files instead")

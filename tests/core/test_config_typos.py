@@ -80,3 +80,34 @@ def test_deleting_every_indexed_file_still_revokes_them_beside_other_files(tmp_p
     (tmp_path / "evidence" / "说明.rst").write_text("不是证据\r\n", encoding="utf-8")
     assert cli.main(["index", "--root", str(tmp_path)]) == 0
     assert events(tmp_path) == ["import", "revoke"]
+
+
+def test_one_surviving_file_among_many_deleted_still_refuses(capsys: pytest.CaptureFixture[str],
+                                                             tmp_path: Path) -> None:
+    """Every stored path counts, not a sample: 120 documents deleted, 3 kept (their paths sort
+    last), wrong globs: refused (helper's break of a first-100 sample)."""
+    files = {f"evidence/archive/{i:03d}.md": f"- 编号：{i}\n" for i in range(120)}
+    files.update({f"evidence/现行/{n}🎉.md": f"- 状态：有效{n}\r\n" for n in ("甲", "乙", "丙")})
+    write_files(tmp_path, {**files, "grounding.toml": ""})
+    assert cli.main(["index", "--root", str(tmp_path)]) == 0
+    before = events(tmp_path)
+    for i in range(120):
+        (tmp_path / f"evidence/archive/{i:03d}.md").unlink()
+    (tmp_path / "grounding.toml").write_text('evidence_globs = ["**/*.mdx"]\n', encoding="utf-8")
+    capsys.readouterr()
+    assert cli.main(["index", "--root", str(tmp_path)]) == 2
+    assert "match none of the 3 files in the evidence folder" in capsys.readouterr().err
+    assert events(tmp_path) == before
+
+
+def test_a_refused_file_matching_the_wrong_glob_does_not_switch_the_refusal_off(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    write_files(tmp_path, {**EVIDENCE, "grounding.toml": ""})
+    assert cli.main(["index", "--root", str(tmp_path)]) == 0
+    before = events(tmp_path)
+    (tmp_path / "evidence" / "旧.mdx").symlink_to(tmp_path / "nowhere.mdx")  # broken: refused (GR201)
+    (tmp_path / "grounding.toml").write_text('evidence_globs = ["**/*.mdx"]\n', encoding="utf-8")
+    capsys.readouterr()
+    assert cli.main(["index", "--root", str(tmp_path)]) == 2
+    assert "match none of the 1 file in the evidence folder" in capsys.readouterr().err
+    assert events(tmp_path) == before

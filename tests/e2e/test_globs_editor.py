@@ -36,7 +36,7 @@ async def test_globs_matching_nothing_keep_the_index_and_say_how_to_fix_them(tmp
         (root / "grounding.toml").write_text('evidence_globs = ["**/*.mdx"]\n', encoding="utf-8")
         message = await asyncio.wait_for(shown, WAIT_SECONDS)
         assert message.type == types.MessageType.Error
-        assert "evidence_globs (**/*.mdx) match none of the 1 files in the evidence folder" in message.message
+        assert "evidence_globs (**/*.mdx) match none of the 1 file in the evidence folder" in message.message
         assert "Fix evidence_globs in grounding.toml" in message.message
         assert kinds(root) == ["import"]  # nothing revoked
         passes = len(recorder.passes_since(0.0))
