@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,8 @@ def test_an_empty_list_that_would_switch_checks_off_is_refused(
 
 
 def events(root: Path) -> list[str]:
-    store = Store(str(root / ".grounding" / "index.sqlite"))
+    """The log's kinds, read from the workspace's index (``GROUNDING_INDEX`` in the PostgreSQL run)."""
+    store = Store(os.environ.get("GROUNDING_INDEX") or str(root / ".grounding" / "index.sqlite"))
     try:
         return [e.kind for e in store.events()]
     finally:
@@ -52,7 +54,8 @@ def events(root: Path) -> list[str]:
 def test_evidence_globs_matching_none_of_the_indexed_files_revoke_nothing(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """A glob typo used to revoke every document (exit 0); now the scan refuses, exit 2, and
-    the index keeps its last state until the globs are fixed (tryout5 #4)."""
+    the index keeps its last state until the globs are fixed (tryout5 #4).
+    """
     write_files(tmp_path, {**EVIDENCE, "evidence/通知/开放日.md": "- 活动时间：9:30–16:00 🎉\n",
                            "grounding.toml": ""})
     assert cli.main(["index", "--root", str(tmp_path)]) == 0
@@ -73,7 +76,8 @@ def test_evidence_globs_matching_none_of_the_indexed_files_revoke_nothing(
 
 def test_deleting_every_indexed_file_still_revokes_them_beside_other_files(tmp_path: Path) -> None:
     """The refusal is for files still there: deleted documents are revoked even when the folder
-    keeps files no glob matches (a README.rst, an image sidecar)."""
+    keeps files no glob matches (a README.rst, an image sidecar).
+    """
     write_files(tmp_path, {**EVIDENCE, "grounding.toml": ""})
     assert cli.main(["index", "--root", str(tmp_path)]) == 0
     (tmp_path / "evidence" / "规则🙂.md").unlink()
@@ -85,7 +89,8 @@ def test_deleting_every_indexed_file_still_revokes_them_beside_other_files(tmp_p
 def test_one_surviving_file_among_many_deleted_still_refuses(capsys: pytest.CaptureFixture[str],
                                                              tmp_path: Path) -> None:
     """Every stored path counts, not a sample: 120 documents deleted, 3 kept (their paths sort
-    last), wrong globs: refused (helper's break of a first-100 sample)."""
+    last), wrong globs: refused (helper's break of a first-100 sample).
+    """
     files = {f"evidence/archive/{i:03d}.md": f"- 编号：{i}\n" for i in range(120)}
     files.update({f"evidence/现行/{n}🎉.md": f"- 状态：有效{n}\r\n" for n in ("甲", "乙", "丙")})
     write_files(tmp_path, {**files, "grounding.toml": ""})
