@@ -195,8 +195,10 @@ class Verifier:
     :class:`datetime.date` or ``"YYYY-MM-DD"``). ``scan=True`` brings the index up to date
     now (incremental: only changed files are read); ``scan=False`` uses the index as stored.
 
-    Raises :class:`grounding_core.config.ConfigError` for a bad ``grounding.toml`` and
-    ``FileNotFoundError`` when the evidence folder does not exist (on scan).
+    Raises :class:`grounding_core.config.ConfigError` for a bad ``grounding.toml`` (on scan
+    also :class:`grounding_core.store.NoEvidenceMatched`, one: ``evidence_globs`` match none
+    of the folder's files while indexed ones are still there) and ``FileNotFoundError`` when
+    the evidence folder does not exist (on scan).
     """
 
     def __init__(self, root: str | Path, *, evidence: str | Path | None = None, today: TodayInput = None,

@@ -131,6 +131,8 @@ class Cursor(Protocol):
 
     def fetchall(self) -> list[Any]: ...
 
+    def close(self) -> None: ...
+
 
 class Connection(Protocol):
     """A DB-API-like connection taking ``?`` placeholders (what the shared SQL uses)."""

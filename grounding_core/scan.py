@@ -146,6 +146,8 @@ class Listing:
     gone: set[str] = field(default_factory=set)
     gone_prefixes: set[str] = field(default_factory=set)
     full: bool = True
+    unmatched: int = 0
+    """Files a full walk saw that no evidence glob matches (not read)."""
 
 
 def file_finding(name: str, message: str, hint: str = "", line: int = 1) -> Finding:
@@ -238,6 +240,7 @@ def _walk(config: Config, top: Path, top_rel: str, listing: Listing,
                     if not (name.endswith(ends) if ends is not None else matches(rel)):
                         if entry.is_symlink():  # d_type: no system call
                             _symlinked_folder(config, entry.path, rel, listing)
+                        listing.unmatched += 1
                         continue
                     # the usual text file: one lstat, no other call (an image's key also holds its
                     # sidecar's stat, names that are not UTF-8 are refused, and a file with more

@@ -51,7 +51,7 @@ from .backend import (
     open_backend,
     redact,
 )
-from .config import Config
+from .config import Config, ConfigError
 from .derived import Deriver, event_of, fingerprint, iter_events, rebuild
 from .events import MEMORY_KINDS, Event
 from .evidence import EvidenceDocument, EvidenceError, decode_evidence, parse_evidence_text
@@ -132,6 +132,13 @@ class IndexBusy(IndexError_):
     """Another process holds the index's write lock (it is indexing) longer than the scan
     waited for it. The committed state stays readable: :meth:`Store.snapshot` and
     :meth:`Store.evidence_findings` answer from it without the lock.
+    """
+
+
+class NoEvidenceMatched(ConfigError):
+    """A full walk found files in the evidence folder but no evidence glob matches any of
+    them, while files the index holds are still there: the globs are wrong (a typo, a changed
+    extension), not the evidence gone. Nothing is written; the committed index stays.
     """
 
 
@@ -502,6 +509,8 @@ class Store:
         or changes while read, is listed in :attr:`ScanResult.unstable` and not indexed from
         that read (read it again later). Appends events only when content changed. Never
         writes evidence files. Raises FileNotFoundError when the evidence root does not exist,
+        :class:`NoEvidenceMatched` (a ``ConfigError``) when a full walk saw files but no
+        evidence glob matches any while files the index holds are still there (nothing written),
         and :class:`IndexBusy` when another process holds a lock the scan needs for more than
         ``lock_wait`` seconds (SQLite: the write lock; PostgreSQL: a table or row lock, e.g. of
         a ``LOCK TABLE`` or a ``VACUUM FULL``); nothing was written and the committed state is
@@ -523,6 +532,8 @@ class Store:
             raise FileNotFoundError(f"evidence folder {root} does not exist")
         paths = None if paths is None else list(paths)
         listing = scanning.walk_evidence(config, pause) if paths is None else scanning.resolve_paths(config, paths)
+        if paths is None and not listing.candidates and listing.unmatched:
+            self._refuse_empty_match(config, listing.unmatched)
         lost: BaseException | None = None
         for delay in self._retries():
             if lost is not None:
@@ -553,6 +564,28 @@ class Store:
             raise self._gave_up(lost)
         result.snapshot = self.snapshot()
         return result
+
+    def _refuse_empty_match(self, config: Config, unmatched: int) -> None:
+        """Raise :class:`NoEvidenceMatched` when any file the index holds is still in the
+        evidence folder: the scan would revoke it only because no glob matches it any more.
+        When they are all gone (deleted, moved) the scan goes on and revokes them, whatever
+        other files the folder holds. Runs only when a full walk matched nothing: one
+        ``lstat`` per stored path at most, read from a cursor (stops at the first found).
+        """
+        root = config.evidence_root
+        stored = self.backend.reader().execute("SELECT path FROM files")
+        try:
+            if not any(os.path.lexists(root / path) for (path,) in stored):
+                return
+        finally:
+            stored.close()  # an unfinished statement would keep its read transaction open
+        globs = ", ".join(config.evidence_globs)
+        files = f"{unmatched} file" if unmatched == 1 else f"{unmatched} files"
+        raise NoEvidenceMatched(
+            f"evidence_globs ({globs}) match none of the {files} in the evidence folder"
+            f" {config.evidence_root}; nothing was indexed and nothing revoked (the index keeps its last"
+            " state). Fix evidence_globs in grounding.toml; to retire every document, delete or move"
+            " the files instead")
 
     reconnect_seconds = 30.0
     """How long a write waits for a lost shared database to come back (back-off 0.1 s
@@ -1573,6 +1606,5 @@ def record_location(config: Config, record: VersionRecord, line: int) -> Locatio
     return Location(config.evidence_display(record.path), line)
 
 
-__all__ = ["LOCK_WAIT_S", "ImportResult", "IndexBusy", "IndexError_", "IndexTooNew", "ProgressCallback", "ScanResult",
-           "Store", "event_of", "fts_rows",
-           "record_location", "walk_evidence"]
+__all__ = ["LOCK_WAIT_S", "ImportResult", "IndexBusy", "IndexError_", "IndexTooNew", "NoEvidenceMatched",
+           "ProgressCallback", "ScanResult", "Store", "event_of", "fts_rows", "record_location", "walk_evidence"]

@@ -53,7 +53,7 @@ from pygls.uris import to_fs_path
 from grounding_core.backend import WriteFailed
 from grounding_core.config import LOCAL_INDEX, Config, ConfigError, check_index, load_config
 from grounding_core.index import IndexSnapshot
-from grounding_core.store import IndexBusy, ScanResult, Store
+from grounding_core.store import IndexBusy, NoEvidenceMatched, ScanResult, Store
 from grounding_core.workspace import Workspace
 from server.features import diagnostics, evidence
 from server.session import Session
@@ -85,6 +85,9 @@ _RETIRED = "workspace:retired-stores"
 _FTS = "workspace:full-text"
 _BUSY = "workspace:index-busy"
 _NO_EVIDENCE = "workspace:no-evidence-folder"
+_NO_MATCH = "workspace:no-evidence-matched"
+"""The message of a full walk whose globs matched no file (``NoEvidenceMatched``); while set,
+the watcher's scans walk the whole folder again (a path scan cannot tell a wrong glob)."""
 _UNWRITABLE = "workspace:index-unwritable"
 _READ_ONLY = "workspace:index-read-only"
 """Set once the session said that its index is read-only (docs/decisions.md, "Index")."""
@@ -412,6 +415,8 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
     if ws is None:
         return
     report = progress.callback(session) if progress is not None else None
+    if session.feature_state.get(_NO_MATCH):
+        paths = None  # the globs matched nothing last time: only a full walk can tell a fix
     try:
         result, snapshot, searchable = await session.writer.run(_scan_store, ws, report, paths,
                                                                 session.foreground.pause)
@@ -424,6 +429,12 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
             _retry_busy(session, paths, str(exc))
         elif isinstance(exc, WriteFailed):  # a full disk: rolled back, the last commit is readable
             _retry_unwritable(session, paths, str(exc))
+        elif isinstance(exc, NoEvidenceMatched):  # wrong globs: keep the index, say how to fix them
+            logger.warning("%s", exc)
+            shown = f"Grounding: {exc}. Drafts are checked against the index as last committed."
+            if session.feature_state.get(_NO_MATCH) != shown:
+                session.client.show_message(types.MessageType.Error, shown)
+            session.feature_state[_NO_MATCH] = shown
         elif isinstance(exc, IndexReplaced) and epoch == session.epoch:
             session.client.show_message(types.MessageType.Warning, (
                 f"Grounding: {exc}; what this session indexed went with it. Opening"
@@ -438,6 +449,7 @@ async def _scan(session: Session, paths: set[str] | None, progress: _Progress | 
         session.ready.set()
         return
     session.feature_state.pop(_BUSY, None)
+    session.feature_state.pop(_NO_MATCH, None)
     session.feature_state.pop(_NO_EVIDENCE, None)
     session.feature_state.pop(_UNWRITABLE, None)
     session.index_passes += 1
