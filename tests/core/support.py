@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from grounding_core.model import DraftReport, Finding, Severity
 from grounding_core.workspace import Workspace
+from tests.support.workspace import event_kinds as event_kinds
 from tests.support.workspace import write_files as write_files  # the one workspace builder
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import REPO, sha256, write_files
+from support import REPO, event_kinds, sha256, write_files
 
 from grounding import cli
 from grounding_core.budget import count_tokens, input_tokens, render_prompt
 from grounding_core.memory import MemoryContextUnit, MemoryEntry
-from grounding_core.store import Store
 
 SCOPE = "客户-李华🎉"
 
@@ -41,13 +40,6 @@ def memory(capsys: pytest.CaptureFixture[str], root: Path, *argv: str) -> tuple[
     return code, json.loads(out) if out.strip() else None, err
 
 
-def events(root: Path) -> list[str]:
-    """The log's kinds, read from the workspace's index (``GROUNDING_INDEX`` in the PostgreSQL run)."""
-    store = Store(os.environ.get("GROUNDING_INDEX") or str(root / ".grounding" / "index.sqlite"))
-    try:
-        return [e.kind for e in store.events()]
-    finally:
-        store.close()
 
 
 def test_add_approve_forget_and_list_in_json(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -70,7 +62,7 @@ def test_add_approve_forget_and_list_in_json(root: Path, capsys: pytest.CaptureF
     assert listed == []
     code, then, _ = memory(capsys, root, "list", "--at", "2")   # before the approval of @2
     assert [(e["version"], e["status"]) for e in then] == [(2, "proposal"), (1, "active")]
-    assert events(root) == ["remember", "remember", "approve", "forget"]
+    assert event_kinds(root) == ["remember", "remember", "approve", "forget"]
 
 
 def test_text_output_names_the_entry_and_a_paste_ready_citation(
@@ -103,7 +95,7 @@ def test_acts_that_cannot_be_written_exit_2_and_append_nothing(
     code, out, err = run(capsys, "memory", *argv, "--root", root)
     assert code == 2 and out == ""
     assert err.startswith("grounding: error: ") and message in err
-    assert events(root) == ["remember"]
+    assert event_kinds(root) == ["remember"]
 
 
 @pytest.mark.sqlite_only
@@ -126,7 +118,7 @@ def test_the_console_script_takes_root_from_another_folder(
                            "--scope", SCOPE, "--key", "语言", "--value", "中文", "--approved-by", "王芳"],
                           capture_output=True, text=True, encoding="utf-8", cwd=elsewhere, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert events(root) == ["remember"] and not (elsewhere / ".grounding").exists()
+    assert event_kinds(root) == ["remember"] and not (elsewhere / ".grounding").exists()
 
 
 def test_grounding_context_shows_memory_units_with_their_token_counts(
@@ -177,5 +169,5 @@ def test_memory_finds_the_workspace_upward_like_the_other_commands(
     monkeypatch.chdir(root / "answers" / "deep")
     code, out, _ = run(capsys, "memory", "add", "--scope", SCOPE, "--key", "语言", "--value", "中文",
                        "--approved-by", "王芳")
-    assert code == 0 and events(root) == ["remember"]
+    assert code == 0 and event_kinds(root) == ["remember"]
     assert not (root / "answers" / "deep" / ".grounding").exists()

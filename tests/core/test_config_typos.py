@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-from support import write_files
+from support import event_kinds, write_files
 
 from grounding import cli
-from grounding_core.store import Store
 
 EVIDENCE = {"evidence/规则🙂.md": "- 主题：退款\r\n- 退款方式：原路退还\r\n"}
 
@@ -42,13 +40,6 @@ def test_an_empty_list_that_would_switch_checks_off_is_refused(
     assert says in capsys.readouterr().err
 
 
-def events(root: Path) -> list[str]:
-    """The log's kinds, read from the workspace's index (``GROUNDING_INDEX`` in the PostgreSQL run)."""
-    store = Store(os.environ.get("GROUNDING_INDEX") or str(root / ".grounding" / "index.sqlite"))
-    try:
-        return [e.kind for e in store.events()]
-    finally:
-        store.close()
 
 
 def test_evidence_globs_matching_none_of_the_indexed_files_revoke_nothing(
@@ -59,7 +50,7 @@ def test_evidence_globs_matching_none_of_the_indexed_files_revoke_nothing(
     write_files(tmp_path, {**EVIDENCE, "evidence/通知/开放日.md": "- 活动时间：9:30–16:00 🎉\n",
                            "grounding.toml": ""})
     assert cli.main(["index", "--root", str(tmp_path)]) == 0
-    before = events(tmp_path)
+    before = event_kinds(tmp_path)
     assert before.count("import") == 2
     (tmp_path / "grounding.toml").write_text('evidence_globs = ["**/*.mdx"]\n', encoding="utf-8")
     capsys.readouterr()
@@ -68,10 +59,10 @@ def test_evidence_globs_matching_none_of_the_indexed_files_revoke_nothing(
         err = capsys.readouterr().err
         assert "evidence_globs (**/*.mdx) match none of the 2 files in the evidence folder" in err
         assert "nothing was indexed and nothing revoked" in err and "Fix evidence_globs in grounding.toml" in err
-    assert events(tmp_path) == before  # nothing appended
+    assert event_kinds(tmp_path) == before  # nothing appended
     (tmp_path / "grounding.toml").write_text('evidence_globs = ["**/*.md"]\n', encoding="utf-8")
     assert cli.main(["index", "--root", str(tmp_path)]) == 0
-    assert events(tmp_path) == before  # the same files, the same state
+    assert event_kinds(tmp_path) == before  # the same files, the same state
 
 
 def test_deleting_every_indexed_file_still_revokes_them_beside_other_files(tmp_path: Path) -> None:
@@ -83,7 +74,7 @@ def test_deleting_every_indexed_file_still_revokes_them_beside_other_files(tmp_p
     (tmp_path / "evidence" / "规则🙂.md").unlink()
     (tmp_path / "evidence" / "说明.rst").write_text("不是证据\r\n", encoding="utf-8")
     assert cli.main(["index", "--root", str(tmp_path)]) == 0
-    assert events(tmp_path) == ["import", "revoke"]
+    assert event_kinds(tmp_path) == ["import", "revoke"]
 
 
 def test_one_surviving_file_among_many_deleted_still_refuses(capsys: pytest.CaptureFixture[str],
@@ -95,24 +86,24 @@ def test_one_surviving_file_among_many_deleted_still_refuses(capsys: pytest.Capt
     files.update({f"evidence/现行/{n}🎉.md": f"- 状态：有效{n}\r\n" for n in ("甲", "乙", "丙")})
     write_files(tmp_path, {**files, "grounding.toml": ""})
     assert cli.main(["index", "--root", str(tmp_path)]) == 0
-    before = events(tmp_path)
+    before = event_kinds(tmp_path)
     for i in range(120):
         (tmp_path / f"evidence/archive/{i:03d}.md").unlink()
     (tmp_path / "grounding.toml").write_text('evidence_globs = ["**/*.mdx"]\n', encoding="utf-8")
     capsys.readouterr()
     assert cli.main(["index", "--root", str(tmp_path)]) == 2
     assert "match none of the 3 files in the evidence folder" in capsys.readouterr().err
-    assert events(tmp_path) == before
+    assert event_kinds(tmp_path) == before
 
 
 def test_a_refused_file_matching_the_wrong_glob_does_not_switch_the_refusal_off(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     write_files(tmp_path, {**EVIDENCE, "grounding.toml": ""})
     assert cli.main(["index", "--root", str(tmp_path)]) == 0
-    before = events(tmp_path)
+    before = event_kinds(tmp_path)
     (tmp_path / "evidence" / "旧.mdx").symlink_to(tmp_path / "nowhere.mdx")  # broken: refused (GR201)
     (tmp_path / "grounding.toml").write_text('evidence_globs = ["**/*.mdx"]\n', encoding="utf-8")
     capsys.readouterr()
     assert cli.main(["index", "--root", str(tmp_path)]) == 2
     assert "match none of the 1 file in the evidence folder" in capsys.readouterr().err
-    assert events(tmp_path) == before
+    assert event_kinds(tmp_path) == before

@@ -29,7 +29,7 @@ from grounding_core.store import Store
 from server.features.workspace import FTS_GATE_ENV
 from tests.support.lsp import PROFILES, RecordingClient, lsp_session, open_document
 from tests.support.recorder import WAIT_SECONDS, plain
-from tests.support.workspace import build_workspace
+from tests.support.workspace import build_workspace, event_kinds
 
 SCOPE = "客户-李华🎉"
 
@@ -73,12 +73,6 @@ def build(root: Path) -> Path:
     return root
 
 
-def kinds(root: Path) -> list[str]:
-    store = Store(str(root / ".grounding" / "index.sqlite"))
-    try:
-        return [e.kind for e in store.events()]
-    finally:
-        store.close()
 
 
 def units(text: str, encoding: str) -> int:
@@ -151,7 +145,7 @@ async def _session(profile: str, tmp_path_factory: pytest.TempPathFactory) -> As
         # events starts once that scan (book-fair.md's import) is committed.
         recorder = client.recorder
         await recorder.wait_until(lambda: bool(recorder.passes_since(0.0)), "the initial index pass")
-        assert kinds(root).count("import") == 1
+        assert event_kinds(root).count("import") == 1
         yield Editor(client, root)
 
 
@@ -258,24 +252,24 @@ async def test_the_remember_command_writes_only_after_the_writer_confirms(vscode
     uri = vscode.open("answers/memory.md", draft)
     first = await vscode.status(uri)
     assert first["errors"] >= 1          # memory:…/称呼@2 does not exist yet
-    before = kinds(vscode.root)
+    before = event_kinds(vscode.root)
     argument = {"scope": SCOPE, "key": "称呼", "value": "李老师 ", "approvedBy": "王芳"}
     vscode.choice = "Cancel"
     declined = await vscode.execute("grounding.rememberMemory", argument)
     assert declined == {"written": False, "message": "Nothing was written."}
-    assert kinds(vscode.root) == before
+    assert event_kinds(vscode.root) == before
     asked = vscode.requests[-1]
     assert [a.title for a in asked.actions or []] == ["Remember", "Cancel"]
     assert f"memory:{SCOPE}/称呼@2 = “称呼：李老师”" in asked.message
     vscode.choice = None                 # the writer dismissed the question
     assert (await vscode.execute("grounding.rememberMemory", argument))["written"] is False
-    assert kinds(vscode.root) == before
+    assert event_kinds(vscode.root) == before
     vscode.choice = "Remember"
     written = await vscode.execute("grounding.rememberMemory", argument)
     assert written["written"] is True, written
     assert written["entry"] == {"id": f"memory:{SCOPE}/称呼@2", "status": "active", "quote": "称呼：李老师",
                                 "citation": citation(2, "李老师", key="称呼")}
-    assert kinds(vscode.root) == [*before, "remember"]
+    assert event_kinds(vscode.root) == [*before, "remember"]
     fixed = await vscode.status(uri, lambda s: s["errors"] == 0)
     assert fixed["validMemoryClaims"] == 2
 
@@ -292,7 +286,7 @@ async def test_forget_and_approve_ask_first_and_recheck_open_drafts(vscode: Edit
     assert refused["written"] is True and refused["entry"]["status"] == "active"
     again = await vscode.execute("grounding.approveMemory", {"id": f"memory:{SCOPE}/称呼@1", "by": "张老师"})
     assert again["written"] is False and "already approved" in again["message"]
-    assert kinds(vscode.root)[-2:] == ["forget", "approve"]
+    assert event_kinds(vscode.root)[-2:] == ["forget", "approve"]
 
 
 async def test_draft_answer_uses_the_drafts_question_and_shows_unsupported_terms(vscode: Editor) -> None:
@@ -309,7 +303,7 @@ async def test_draft_answer_uses_the_drafts_question_and_shows_unsupported_terms
     out = await vscode.execute("grounding.draftAnswer", {"uri": accepted})
     assert out["status"] == "answered" and out["reason"] == "answered"
     assert out["claims"] == ["book-fair@1:5"]
-    assert kinds(vscode.root).count("import") == 1  # answering never writes memory
+    assert event_kinds(vscode.root).count("import") == 1  # answering never writes memory
 
 
 async def test_draft_answer_waits_for_the_full_text_rows_its_context_is_ranked_by(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from grounding_core.store import Store
 from server.features import commands, completion, memory, navigation, status
 from tests.support.inprocess import InProcess, RecordingPort, in_process
-from tests.support.workspace import build_workspace
+from tests.support.workspace import build_workspace, event_kinds
 
 SCOPE = "客户-李华🎉"
 EVIDENCE = "---\ndoc_id: shop\nsubject: 𠮷野家🎉\n---\n第1条 营业时间：上午九点\n- 地址：一号楼\n"
@@ -55,12 +55,6 @@ def root(tmp_path: Path) -> Path:
     return root
 
 
-def kinds(root: Path) -> list[str]:
-    store = Store(str(root / ".grounding" / "index.sqlite"))
-    try:
-        return [e.kind for e in store.events()]
-    finally:
-        store.close()
 
 
 def port(here: InProcess) -> RecordingPort:
@@ -113,13 +107,13 @@ async def test_remember_writes_only_when_confirmed_then_rechecks_open_drafts(roo
         uri = here.open("answers/memory.md", DRAFT.replace(cite(2, "中文"), cite(1, "李老师", key="称呼")))
         first = await here.recorder.wait_status(uri)
         assert first["validMemoryClaims"] == 0
-        before = kinds(root)
+        before = event_kinds(root)
         argument = {"scope": SCOPE, "key": "称呼", "value": "李老师", "approvedBy": "王芳"}
         port(here).choice = None  # dismissed
         assert await memory.remember(here.session, argument) == {"written": False, "message": "Nothing was written."}
         port(here).choice = "Cancel"
         assert (await memory.remember(here.session, argument))["written"] is False
-        assert kinds(root) == before
+        assert event_kinds(root) == before
         asked = here.recorder.events[-1].params
         assert isinstance(asked, types.ShowMessageRequestParams)
         assert [a.title for a in asked.actions or []] == ["Remember", "Cancel"]
@@ -127,7 +121,7 @@ async def test_remember_writes_only_when_confirmed_then_rechecks_open_drafts(roo
         mark = here.recorder.mark()
         written = await memory.remember(here.session, argument)
         assert written["written"] is True and written["entry"]["id"] == f"memory:{SCOPE}/称呼@1"
-        assert kinds(root) == [*before, "remember"]
+        assert event_kinds(root) == [*before, "remember"]
         again = await here.recorder.wait_status(uri, after=mark)
         assert again["validMemoryClaims"] == 1
         view = here.session.current_view()
@@ -137,7 +131,7 @@ async def test_remember_writes_only_when_confirmed_then_rechecks_open_drafts(roo
 async def test_bad_arguments_are_invalid_params_and_write_nothing(root: Path) -> None:
     async with in_process(root) as here:
         port(here).choice = "Forget"
-        before = kinds(root)
+        before = event_kinds(root)
         with pytest.raises(JsonRpcInvalidParams):
             await memory.forget(here.session, {"id": f"memory:{SCOPE}/语言@2"})
         with pytest.raises(JsonRpcInvalidParams):
@@ -145,7 +139,7 @@ async def test_bad_arguments_are_invalid_params_and_write_nothing(root: Path) ->
         port(here).choice = "Approve"
         out = await memory.approve(here.session, {"id": f"memory:{SCOPE}/语言@2", "by": "王芳"})
         assert out["written"] is False and "already approved" in out["message"]
-        assert kinds(root) == before
+        assert event_kinds(root) == before
 
 
 async def test_draft_answer_reads_the_drafts_question_and_refuses_unsupported_terms(root: Path) -> None:
@@ -159,4 +153,4 @@ async def test_draft_answer_reads_the_drafts_question_and_refuses_unsupported_te
         assert (out["applied"], out["reason"], out["unsupportedTerms"]) == (False, "unsupported_terms", ["停车费"])
         shown = here.recorder.messages[-1]
         assert "停车费" in shown.message and here.recorder.mark() > mark
-        assert kinds(root).count("import") == 1  # answering never writes memory
+        assert event_kinds(root).count("import") == 1  # answering never writes memory

@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["build_workspace", "sha256", "write", "write_files"]
+__all__ = ["build_workspace", "event_kinds", "sha256", "write", "write_files"]
 
 
 def write(root: Path, rel: str, content: str | bytes) -> Path:
@@ -47,3 +47,16 @@ def build_workspace(root: Path, files: Mapping[str, str | bytes]) -> Path:
 def sha256(data: str | bytes) -> str:
     """Lowercase hex sha256 of raw bytes (``str`` is encoded as UTF-8 first)."""
     return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
+
+
+def event_kinds(root: Path) -> list[str]:
+    """The event log's kinds, oldest first, read from ``root``'s index: ``GROUNDING_INDEX`` when
+    set (the PostgreSQL run of the suite), else ``.grounding/index.sqlite``.
+    """
+    from grounding_core.store import Store
+
+    store = Store(os.environ.get("GROUNDING_INDEX") or str(root / ".grounding" / "index.sqlite"))
+    try:
+        return [e.kind for e in store.events()]
+    finally:
+        store.close()
