@@ -266,6 +266,31 @@ CREATE INDEX IF NOT EXISTS files_doc ON files (doc_id) WHERE doc_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS files_inode ON files (inode);
 """
 
+SCAN_STAGING = f"""
+CREATE TABLE IF NOT EXISTS scan_files (
+  path {T} PRIMARY KEY,
+  size BIGINT NOT NULL,
+  mtime_ns BIGINT NOT NULL,
+  ctime_ns BIGINT NOT NULL,
+  inode NUMERIC(20) NOT NULL,
+  sha256 {T} NOT NULL,
+  doc_id {T},
+  declared_version BIGINT,
+  problem {T},
+  imported INTEGER NOT NULL,
+  version_line BIGINT,
+  touched INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS scan_files_doc ON scan_files (doc_id) WHERE doc_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS scan_docs (
+  doc_id {T} PRIMARY KEY
+);
+"""
+"""One scan's own file rows and the doc_ids it reconciles (``store._Staged``), written and
+emptied inside the writer's scan transaction: never holding a row once committed, so no
+other process sees one (a plain table, like SQLite's, rather than a temporary one: no
+extra privilege and no DDL per scan)."""
+
 MEASUREMENTS = f"""
 CREATE TABLE IF NOT EXISTS measurements (
   sha256 {T} NOT NULL,
@@ -522,12 +547,15 @@ class PostgresBackend:
                 if not conn.execute("SELECT to_regclass('measurements') IS NOT NULL").fetchone()[0]:
                     for statement in _split(MEASUREMENTS):  # an index from before image evidence
                         conn.raw.execute(statement)
+                if not conn.execute("SELECT to_regclass('scan_docs') IS NOT NULL").fetchone()[0]:
+                    for statement in _split(SCAN_STAGING):  # an index from before staged scans
+                        conn.raw.execute(statement)
                 return False
             conn.raw.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
             trgm = conn.execute("SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n"
                                 " ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm'").fetchone()
             fts = FTS.replace("{trgm}", sql.Identifier(str(trgm[0])).as_string(conn.raw))
-            for statement in _split(EVENTS + DERIVED + MEMORY + FILES + MEASUREMENTS + fts):
+            for statement in _split(EVENTS + DERIVED + MEMORY + FILES + SCAN_STAGING + MEASUREMENTS + fts):
                 conn.raw.execute(statement)
             conn.execute("INSERT INTO meta (key, value) VALUES ('layout', ?) ON CONFLICT DO NOTHING", (str(LAYOUT),))
         return True

@@ -69,6 +69,9 @@ Schema (``PRAGMA user_version`` = :data:`LAYOUT`; older layouts are migrated on 
   ``grounding_core.memory_store``; not settings-dependent, never rebuilt by a settings change).
 - ``files`` — scan bookkeeping per evidence path: the stat key (size, mtime, ctime, inode),
   sha256, doc_id, declared version, the parse problem, and the file's evidence findings.
+- ``scan_files`` / ``scan_docs`` — one scan's own file rows and the doc_ids it must
+  reconcile, written and emptied inside the scan's transaction (always empty once committed):
+  a scan of 30,000 files keeps them here, not in Python memory (``store._Staged``).
 - ``fts_queue`` / ``lines_fts`` — contents waiting for full-text rows, and the FTS5
   (trigram) rows themselves, keyed ``rowid = content_id * 2**24 + line``.
 - ``meta`` — key/value facts of the store (the settings fingerprint of the derived tables).
@@ -282,6 +285,24 @@ CREATE TABLE IF NOT EXISTS measurements (
   PRIMARY KEY (sha256, version)
 );
 CREATE INDEX IF NOT EXISTS files_inode ON files (inode);
+CREATE TABLE IF NOT EXISTS scan_files (
+  path TEXT PRIMARY KEY,
+  size INTEGER NOT NULL,
+  mtime_ns INTEGER NOT NULL,
+  ctime_ns INTEGER NOT NULL,
+  inode INTEGER NOT NULL,
+  sha256 TEXT NOT NULL,
+  doc_id TEXT,
+  declared_version INTEGER,
+  problem TEXT,
+  imported INTEGER NOT NULL,
+  version_line INTEGER,
+  touched INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS scan_files_doc ON scan_files (doc_id) WHERE doc_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS scan_docs (
+  doc_id TEXT PRIMARY KEY
+);
 """
 
 FTS = """

@@ -34,9 +34,9 @@ import sqlite3
 import threading
 import time
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import astuple, dataclass, field, replace
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import astuple, dataclass, field
+from typing import Any, overload
 
 from . import collector, memory_store
 from . import scan as scanning
@@ -105,6 +105,13 @@ FTS_FORM = "nfkc"
 """The form of the text in full-text rows (``meta.fts_form``): lines after Unicode NFKC. An
 index whose rows have another form is re-queued on open (:meth:`Store._ensure_fts_form`)."""
 
+SCAN_CHUNK = 512
+"""doc_ids the end of a scan reconciles together (their groups, events and file rows): what
+it holds in memory at once, whatever the number of files (a cold index: every doc_id)."""
+
+STAGE_CHUNK = 512
+"""Rows (staged file rows, appended events) read back from the database at a time."""
+
 INHERIT_EVENTS = 200
 """A new snapshot inherits the previous one's caches across at most this many events: finding
 what the events changed parses every content whose activity changed (1,000 changed files took
@@ -158,7 +165,8 @@ class ScanResult:
     - ``evidence``: findings by evidence path (relative to the evidence root; spans in that
       file): every path for a full walk, the paths looked at and those whose findings changed
       for a ``paths`` scan (:meth:`Store.evidence_findings` lists every path);
-    - ``changed``: paths re-read whose stat key changed; ``events``: the events appended;
+    - ``changed``: paths re-read whose stat key changed; ``events``: the events appended
+      (a scan's own: :class:`AppendedEvents`, read from the log without their texts);
     - ``findings_changed``: paths whose evidence findings differ from before the scan;
     - ``unstable``: paths that changed while read and were not indexed from that read (read
       them again when stable; the CLI already retried briefly);
@@ -178,7 +186,7 @@ class ScanResult:
     snapshot: IndexSnapshot
     evidence: dict[str, list[Finding]] = field(default_factory=dict)
     changed: list[str] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
+    events: Sequence[Event] = field(default_factory=list)
     hashed_bytes: int = 0
     findings_changed: list[str] = field(default_factory=list)
     unstable: list[str] = field(default_factory=list)
@@ -326,9 +334,14 @@ class Store:
         wrote (None when this process holds the writer lock). Cost: the new events.
         """
         snapshot = self.snapshot()
-        events = list(iter_events(self.backend.reader(), known, snapshot.seq))
-        paths = {e.path for e in events if e.path}
-        revoked = {(e.doc_id, e.version) for e in events if e.kind == "revoke"}
+        events = AppendedEvents(self, known, snapshot.seq - known)  # (read without texts, a chunk at a time)
+        paths: set[str] = set()
+        revoked: set[tuple[str, int]] = set()
+        for e in events:
+            if e.path:
+                paths.add(e.path)
+            if e.kind == "revoke":
+                revoked.add((e.doc_id, e.version))
         for doc_id, version in sorted(revoked):
             record = snapshot.record(doc_id, version)
             if record is not None and record.path:
@@ -902,11 +915,156 @@ def fts_rows(content_id: int, text: str, front_end: int) -> list[tuple[int, str]
             if number > front_end and number <= LINE_MASK and line.strip()]
 
 
+class _Staged:
+    """One scan's file rows by path, in the ``scan_files`` table of the scan's own transaction
+    (emptied before it commits) instead of Python memory: the rows a scan used to keep in a
+    dict until its end (a cold index or a storm of 30,000 files: about 0.5 KB a file, and the
+    doc_ids, declared versions and imports beside them). Only the paths are kept in Python
+    (:attr:`paths`: the walk's own strings, for membership), so the end of a scan reads the
+    rows back by path, by doc_id or in path order, a chunk at a time
+    (docs/decisions.md, "A scan's file rows").
+
+    Columns beside a :class:`FileRow`'s: ``imported`` (imported right after its read,
+    :meth:`_Scan._import_now`), ``version_line`` (1-based line of the front matter's
+    ``version`` key, or the first line; None for a row that is not an indexable document) and
+    ``touched`` (differs from the row stored before the scan, :meth:`FileRow.same_file`).
+    """
+
+    COLUMNS = "path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version, problem"
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.paths: set[str] = set()
+        """Every path with a row here."""
+        conn.execute("DELETE FROM scan_files")  # (empty unless an older Grounding left rows)
+        conn.execute("DELETE FROM scan_docs")
+
+    def __contains__(self, path: object) -> bool:
+        return path in self.paths
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def put(self, row: FileRow, touched: bool, imported: bool = False, version_line: int | None = None) -> None:
+        """Add ``row`` (its path must have no row: :meth:`discard` first)."""
+        self.conn.execute(
+            "INSERT INTO scan_files (path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version,"
+            " problem, imported, version_line, touched) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (row.path, row.size, row.mtime_ns, row.ctime_ns, row.inode, row.sha256, row.doc_id,
+             row.declared_version, json.dumps(row.problem, ensure_ascii=False) if row.problem else None,
+             int(imported), version_line, int(touched)))
+        self.paths.add(row.path)
+
+    def discard(self, path: str) -> None:
+        if path in self.paths:
+            self.conn.execute("DELETE FROM scan_files WHERE path = ?", (path,))
+            self.paths.discard(path)
+
+    def get(self, path: str) -> FileRow | None:
+        if path not in self.paths:
+            return None
+        r = self.conn.execute(f"SELECT {self.COLUMNS} FROM scan_files WHERE path = ?", (path,)).fetchone()
+        return None if r is None else _row(r)
+
+    def has_doc(self, doc_id: str) -> bool:
+        """A row of ``doc_id`` (a document read by this scan) is here."""
+        return self.conn.execute("SELECT 1 FROM scan_files WHERE doc_id = ? LIMIT 1", (doc_id,)).fetchone() is not None
+
+    def by_doc(self, doc_ids: Sequence[str]) -> Iterator[tuple[FileRow, bool]]:
+        """The rows of ``doc_ids``, each with its ``imported`` flag."""
+        marks = ", ".join("?" * len(doc_ids))
+        for r in self.conn.execute(f"SELECT {self.COLUMNS}, imported FROM scan_files WHERE doc_id IN ({marks})",
+                                   tuple(doc_ids)).fetchall():
+            yield _row(r[:9]), bool(r[9])
+
+    def ordered(self, where: str, columns: str = COLUMNS, chunk: int = STAGE_CHUNK) -> Iterator[tuple[Any, ...]]:
+        """Rows matching ``where`` (SQL over the table's columns) in path order, read
+        ``chunk`` at a time (the table may change between chunks: the order is by path).
+        """
+        last = ""
+        while True:
+            rows = self.conn.execute(
+                f"SELECT {columns} FROM scan_files WHERE path > ? AND ({where}) ORDER BY path LIMIT ?",
+                (last, chunk)).fetchall()
+            yield from rows
+            if len(rows) < chunk:
+                return
+            last = str(rows[-1][0])
+
+    def clear(self) -> None:
+        """Empty both tables (the end of a scan, inside its transaction)."""
+        self.conn.execute("DELETE FROM scan_files")
+        self.conn.execute("DELETE FROM scan_docs")
+        self.paths = set()
+
+
+class AppendedEvents(Sequence[Event]):
+    """The events a scan appended (or another process did, :meth:`Store.changes_since`):
+    seqs ``after < seq <= after + count`` of the log, read from it without their texts
+    (``text`` ""), :data:`STAGE_CHUNK` at a time, whenever iterated or indexed: nothing of
+    them is kept in memory (a cold index appends one per document). The length needs no
+    read. Reading needs the store open (``sqlite3.ProgrammingError`` or the backend's error
+    once closed). Compares equal to any sequence of the same events (``result.events == []``).
+    """
+
+    def __init__(self, store: Store, after: int, count: int) -> None:
+        self._store = store
+        self.after = after
+        """The log's length before the scan."""
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def _read(self, first: int, last: int) -> list[Event]:
+        """Events ``first <= seq <= last``."""
+        rows = self._store.backend.reader().execute(
+            "SELECT seq, kind, doc_id, version, sha256, path, '', declared, reason, data, recorded_at"
+            " FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq", (first, last)).fetchall()
+        return [event_of(r) for r in rows]
+
+    def __iter__(self) -> Iterator[Event]:
+        end = self.after + self._count
+        for first in range(self.after + 1, end + 1, STAGE_CHUNK):
+            yield from self._read(first, min(first + STAGE_CHUNK - 1, end))
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Event]: ...
+
+    def __getitem__(self, index: int | slice) -> Event | list[Event]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._count))]
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError("scan event index out of range")
+        return self._read(self.after + 1 + index, self.after + 1 + index)[0]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to lists: unhashable like them
+
+    def __repr__(self) -> str:
+        return f"AppendedEvents(seq {self.after + 1}..{self.after + self._count})"
+
+
 # -- one scan ----------------------------------------------------------------------------------
 
 
 class _Scan:
-    """One scan inside the writer's transaction (see :meth:`Store.scan`)."""
+    """One scan inside the writer's transaction (see :meth:`Store.scan`).
+
+    Its per-file state lives in :class:`_Staged` (the scan's rows) and the ``scan_docs`` table
+    (the doc_ids it reconciles), so memory is bounded by what it holds at once: the walk's
+    listing, the paths, one chunk of :data:`SCAN_CHUNK` doc_ids at the end, and the bounded
+    document and derived-row buffers.
+    """
 
     def __init__(self, store: Store, conn: Connection, config: Config, listing: Listing,
                  progress: ProgressCallback | None, settle: float, pause: Callable[[], object] | None = None,
@@ -924,11 +1082,12 @@ class _Scan:
         self.progress = progress
         self.settings = store.settings
         self.result = ScanResult(snapshot=None, full=listing.full)  # type: ignore[arg-type]
-        self.rows: dict[str, FileRow] = {}
-        """Rows after this scan, for every path looked at (absent: the path is gone)."""
+        self.rows = _Staged(conn)
+        """Rows after this scan, for every path looked at whose row is not kept (absent: the
+        path is unchanged, :attr:`same`, or gone)."""
         self.old = _OldRows({}, conn)
         self.same: set[str] = set()
-        """Paths whose row did not change (kept in ``old``, not copied into ``rows``)."""
+        """Paths whose row did not change (kept in ``old``, not staged)."""
         self.noted: list[str] = []
         """Paths whose stored row has findings (most have none: NULL)."""
         self.fresh = DocumentCache(FRESH_CHARS)
@@ -938,16 +1097,19 @@ class _Scan:
         self.kept_parsed = 0
         """Documents of this scan put in the store's cache (at most :data:`KEEP_PARSED_IMPORTS`)."""
         self.deriver: Deriver | None = None
-        self.imported: set[str] = set()
-        """Paths imported right after their read (:meth:`_import_now`)."""
-        self.seen: set[str] = set()
-        """doc_ids of the indexable files read so far (small facts, not documents)."""
         self.empty = False
         """The index held no file rows and no versions when this scan began (a cold index)."""
-        self.fronts: dict[str, tuple[str, int | None, int]] = {}
-        """Per fresh path: (doc_id, declared version, line of the ``version`` key)."""
-        self._by_doc: dict[str, list[FileRow]] | None = None
-        """Rows by doc_id (built on first use, after the reads; reset when a row changes)."""
+        self.before = 0
+        """The log's length when the scan began (its view of the index before its events)."""
+        self.appended = 0
+        """Events this scan appended (seqs ``before + 1 ..``)."""
+        self.wrote = False
+        """A ``files`` row was written or deleted."""
+        self.findings: dict[str, tuple[dict[str, Any], ...]] = {}
+        """The new findings of every path whose findings were written non-empty."""
+        self.rewritten: set[str] = set()
+        """Paths not looked at whose findings this scan changed (a watcher's scan: another
+        file of their doc_id changed)."""
 
     # -- file rows -----------------------------------------------------------------------------
 
@@ -982,14 +1144,18 @@ class _Scan:
         self.old = _OldRows({r[0]: r for r in rows}, self.conn)
         self.noted = [r[0] for r in rows if r[-1] is not None]  # (findings is the last column)
 
+    def _stage(self, row: FileRow, imported: bool = False, version_line: int | None = None) -> None:
+        """Stage this scan's row of ``row.path`` (replacing one staged before)."""
+        self.rows.discard(row.path)
+        self.rows.put(row, not row.same_file(self.old.peek(row.path)), imported, version_line)
+
     def _read(self, rel: str, candidate: scanning.Candidate, settled: bool = False) -> None:
-        """Read one changed file into ``self.rows`` and import it now (:meth:`_import_now`) or
+        """Read one changed file, stage its row and import it now (:meth:`_import_now`) or
         keep its document in ``self.fresh`` for the end of the scan (or report it).
         ``settled``: every candidate path before ``rel`` was read or set aside already.
         """
-        self.rows.pop(rel, None)
+        self.rows.discard(rel)
         self.fresh.discard(rel)
-        self.fronts.pop(rel, None)
         try:
             data, key = scanning.read_stable(candidate.path)
             if is_image_path(rel):  # the image's key holds its sidecar's (scan.image_key)
@@ -1001,7 +1167,7 @@ class _Scan:
             if rel in self.old:
                 self.same.add(rel)  # keeps what was indexed; read again next scan
             else:
-                self.rows[rel] = FileRow(rel, -1, 0, 0, 0, "", None, None, None)
+                self._stage(FileRow(rel, -1, 0, 0, 0, "", None, None, None))
             return
         except OSError as exc:
             self.listing.refused[rel] = scanning.file_finding(
@@ -1010,17 +1176,18 @@ class _Scan:
         self.result.hashed_bytes += len(data)
         self.result.changed.append(rel)
         row, doc = self._parse(rel, data, key)
-        self.rows[rel] = row
-        if doc is not None:
-            line = next((i + 1 for i in range(1, max(doc.front.end_line - 1, 1))
-                         if doc.lines[i].startswith("version")), 1)
-            self.fronts[rel] = (doc.doc_id, doc.front.version, line)
-            first = settled and doc.doc_id not in self.seen and self._unknown(doc.doc_id)
-            self.seen.add(doc.doc_id)
-            if first:
-                self._import_now(rel, row, doc)
-            else:
-                self.fresh.put(rel, doc)
+        if doc is None:
+            self._stage(row)
+            return
+        line = next((i + 1 for i in range(1, max(doc.front.end_line - 1, 1))
+                     if doc.lines[i].startswith("version")), 1)
+        # the first file of a doc_id no earlier file of this scan (and nothing stored) holds
+        first = settled and not self.rows.has_doc(doc.doc_id) and self._unknown(doc.doc_id)
+        self._stage(row, first, line)
+        if first:
+            self._import_now(rel, row, doc)
+        else:
+            self.fresh.put(rel, doc)
 
     def _unknown(self, doc_id: str) -> bool:
         """The index held no version and no file row of ``doc_id`` before this scan (file
@@ -1041,7 +1208,6 @@ class _Scan:
         are those :meth:`_reconcile` would append (the version it declares, else version 1;
         no earlier version to compare with). Memory stays bounded without reading it twice.
         """
-        self.imported.add(rel)
         declared = row.declared_version
         self._emit(Event(0, "import", doc.doc_id, declared if declared is not None else 1, doc.sha256, rel,
                          doc.text, declared is not None), doc)
@@ -1059,9 +1225,7 @@ class _Scan:
             self.store.documents.put(event.seq, doc)
         if self.bulk is not None:
             self.bulk.step()
-        # the text is in the log; a scan result does not keep a corpus-sized copy of it
-        self.result.events.append(replace(event, text=""))
-
+        self.appended += 1  # the result reads them from the log (AppendedEvents): no copy kept
     def _parse(self, rel: str, data: bytes, key: StatKey) -> tuple[FileRow, EvidenceDocument | None]:
         sha = scanning.sha256_hex(data)
         settings = self.settings
@@ -1167,6 +1331,7 @@ class _Scan:
                 waiting[rel] = candidate
             else:
                 read(rel, candidate, not waiting)  # (every path waiting is before rel)
+        del todo
         deadline = time.monotonic() + self.settle
         while waiting:
             wait = min(max(c.key.settles_at() for c in waiting.values()) - scanning.now_ns(),
@@ -1201,58 +1366,61 @@ class _Scan:
             if rel in self.old:
                 self.same.add(rel)  # keeps what was indexed; read again next scan
             else:
-                self.rows[rel] = FileRow(rel, -1, 0, 0, 0, "", None, None, None)
+                self._stage(FileRow(rel, -1, 0, 0, 0, "", None, None, None))
         for rel, finding in self.listing.refused.items():
             row = FileRow(rel, -1, 0, 0, 0, "", None, None, finding_dict(finding))
-            old = self.old.get(rel)
+            old = self.old.peek(rel)
             if old is not None and row.same_file(old):
                 self.same.add(rel)
             else:
-                self.rows[rel] = row
+                self._stage(row)
 
     def _exists(self, path: str) -> bool:
         """A files row (not a refused path) exists for ``path`` after this scan."""
         if path in self.rows:
-            return self.rows[path].read
+            row = self.rows.get(path)
+            return row is not None and row.read
         if path in self.same:
-            return self.old[path].read
+            kept = self.old.peek(path)
+            return kept is not None and kept.read
         if path in self.old or self.listing.full:
             return False  # looked at and gone (a full walk looks at every path)
         row = self.conn.execute("SELECT sha256 FROM files WHERE path = ?", (path,)).fetchone()
         return row is not None and row[0] != ""
 
-    def _group(self, doc_id: str) -> list[FileRow]:
-        """Every indexable file of ``doc_id`` after this scan: the stored rows (the ``files``
-        table still holds the state before this scan) minus the paths that changed or went
-        away, plus the changed rows.
+    def _groups(self, doc_ids: Sequence[str]) -> tuple[dict[str, list[FileRow]], set[str]]:
+        """Every indexable file of each of ``doc_ids`` after this scan: the stored rows (the
+        ``files`` table still holds the state before this scan for these doc_ids) minus the
+        paths that changed or went away, plus this scan's rows; and the paths of those
+        imported right after their read (:meth:`_import_now`).
         """
-        if self._by_doc is None:
-            self._by_doc = {}
-            for row in self.rows.values():
-                if row.doc_id is not None:
-                    self._by_doc.setdefault(row.doc_id, []).append(row)
-        out: dict[str, FileRow] = {}
+        out: dict[str, dict[str, FileRow]] = {doc_id: {} for doc_id in doc_ids}
         cols = "path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version, problem, findings"
-        for r in self.conn.execute(f"SELECT {cols} FROM files WHERE doc_id = ?", (doc_id,)).fetchall():
+        marks = ", ".join("?" * len(doc_ids))
+        for r in self.conn.execute(f"SELECT {cols} FROM files WHERE doc_id IN ({marks})", tuple(doc_ids)).fetchall():
             path = str(r[0])
             if path in self.rows:
                 continue
             if path in self.same or (path not in self.old and not self.listing.full):
-                out[path] = self.old[path] if path in self.old else _row(r)
-        for row in self._by_doc.get(doc_id, ()):
-            out[row.path] = row
-        return [r for r in out.values() if r.indexable]
+                out[str(r[6])][path] = _row(r)  # (the stored row: what ``old`` holds of it)
+        imported: set[str] = set()
+        for row, was_imported in self.rows.by_doc(doc_ids):
+            assert row.doc_id is not None
+            out[row.doc_id][row.path] = row
+            if was_imported:
+                imported.add(row.path)
+        return {doc_id: [r for r in rows.values() if r.indexable] for doc_id, rows in out.items()}, imported
 
     # -- the scan ------------------------------------------------------------------------------
 
     def run(self) -> ScanResult:
         self._note_evidence_folder()
+        (self.before,) = self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()
         digest = None
         if self.listing.full:
             # the digest is kept with the log's length: a process of an older Grounding that
             # appends events without knowing the digest row cannot leave it looking valid
-            (seq,) = self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()
-            digest = f"{seq} {scanning.listing_digest(self.listing)}"
+            digest = f"{self.before} {scanning.listing_digest(self.listing)}"
             meta = dict(self.conn.execute("SELECT key, value FROM meta WHERE key IN ('full_reconcile', ?)",
                                           (LISTING_KEY,)).fetchall())
             if meta.get(LISTING_KEY) == digest and "full_reconcile" not in meta:
@@ -1260,7 +1428,6 @@ class _Scan:
                 return self.result
         self._load_rows()
         full = self.conn.execute("SELECT value FROM meta WHERE key = 'full_reconcile'").fetchone()
-        view = _WriterView(self.store, self.conn)  # the index before this scan's events
         self.deriver = deriver = Deriver(self.conn, self.store.backend, self.settings,
                                          after_flush=None if self.bulk is None else self.bulk.batch)
         self.empty = not self.old and self.conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None \
@@ -1270,19 +1437,53 @@ class _Scan:
         if not self.listing.full:
             removed = [p for p in removed if p in self.listing.gone
                        or any(p.startswith(pre) for pre in self.listing.gone_prefixes)]
-        touched = [p for p, row in self.rows.items() if not row.same_file(self.old.get(p))]
-        affected: set[str] = set()
-        for path in [*removed, *touched]:
-            for row in (self.old.get(path), self.rows.get(path)):
-                if row is not None and row.doc_id is not None:
-                    affected.add(row.doc_id)
+        self._stage_affected(removed, full is not None)
+        if not self.empty:  # (a cold index: no version was imported before this scan)
+            self._refuse_lowered_versions()
+        last = ""
+        while True:  # the affected doc_ids, SCAN_CHUNK at a time, in order
+            chunk = [str(r[0]) for r in self.conn.execute(
+                "SELECT doc_id FROM scan_docs WHERE doc_id > ? ORDER BY doc_id LIMIT ?", (last, SCAN_CHUNK)).fetchall()]
+            if not chunk:
+                break
+            self._reconcile_chunk(chunk)
+            last = chunk[-1]
+        deriver.flush()
+        self._write_loose_rows()
+        self._finish_rows(removed)
         if full is not None:
-            affected.update(str(r[0]) for r in self.conn.execute("SELECT DISTINCT doc_id FROM versions").fetchall())
-            affected.update(r.doc_id for r in self.rows.values() if r.doc_id is not None)
-            affected.update(str(r[0]) for r in self.conn.execute(
-                "SELECT DISTINCT doc_id FROM files WHERE doc_id IS NOT NULL").fetchall())
-        self._refuse_lowered_versions(view, affected)
-        groups = {d: self._group(d) for d in sorted(affected)}
+            self.conn.execute("DELETE FROM meta WHERE key = 'full_reconcile'")
+        if digest is not None and full is None and not (len(self.rows) or removed or self.result.unstable
+                                                        or self.appended):
+            # nothing changed: the files table is exactly this walk; the next walk that lists
+            # the same is answered by _unchanged, without loading the stored stat keys
+            put_meta(self.conn, LISTING_KEY, digest)
+        self.rows.clear()
+        self.result.events = AppendedEvents(self.store, self.before, self.appended)
+        return self.result
+
+    def _stage_affected(self, removed: list[str], full: bool) -> None:
+        """Fill ``scan_docs`` with the doc_ids to reconcile: those of the changed rows (before
+        and after this scan) and of the removed ones; every doc_id stored or read when a full
+        reconcile is asked. The ``files`` table still holds the state before the scan.
+        """
+        sql = ("INSERT INTO scan_docs (doc_id) SELECT doc_id FROM scan_files WHERE touched = 1 AND doc_id IS NOT NULL"
+               " UNION SELECT f.doc_id FROM scan_files AS s JOIN files AS f ON f.path = s.path"
+               " WHERE s.touched = 1 AND f.doc_id IS NOT NULL")
+        if full:
+            sql += (" UNION SELECT doc_id FROM versions UNION SELECT doc_id FROM files WHERE doc_id IS NOT NULL"
+                    " UNION SELECT doc_id FROM scan_files WHERE doc_id IS NOT NULL")
+        self.conn.execute(sql)
+        if removed:
+            self.conn.executemany(
+                "INSERT INTO scan_docs (doc_id) SELECT doc_id FROM files WHERE path = ? AND doc_id IS NOT NULL"
+                " ON CONFLICT (doc_id) DO NOTHING", [(p,) for p in removed])
+
+    def _reconcile_chunk(self, doc_ids: list[str]) -> None:
+        """Reconcile these doc_ids (SPEC §3): choose their files, append their events and
+        write the rows of their files with their findings.
+        """
+        groups, imported = self._groups(doc_ids)
         chosen: dict[tuple[str, int | None], str] = {}
         group_findings: dict[str, list[Finding]] = {}
         for doc_id, group in groups.items():
@@ -1290,14 +1491,14 @@ class _Scan:
             chosen.update({(doc_id, v): p for v, p in picked.items()})
             for path, fs in dups.items():
                 group_findings.setdefault(path, []).extend(fs)
-        if not self.imported <= set(chosen.values()):  # cannot happen (_import_now): never log a wrong import
-            raise RuntimeError(f"imported while read but not chosen: {sorted(self.imported - set(chosen.values()))}")
-        for pending, doc in self._reconcile(view, chosen, affected):
+        if not imported <= set(chosen.values()):  # cannot happen (_import_now): never log a wrong import
+            raise RuntimeError(f"imported while read but not chosen: {sorted(imported - set(chosen.values()))}")
+        view = _WriterView(self.store, self.conn, self.before)  # the index before this scan's events
+        for pending, doc in self._reconcile(view, chosen, doc_ids, groups, imported):
             self._emit(pending, doc)
-        deriver.flush()
         after = _WriterView(self.store, self.conn)
         for (doc_id, declared), rel in chosen.items():
-            if rel in self.imported:  # imported as read: its version's first content (no reuse; a cold index)
+            if rel in imported:  # imported as read: its version's first content (no reuse; a cold index)
                 continue
             record = after.record(doc_id, declared) if declared is not None else None
             if record is not None and record.declared and record.sha256 != record.first_sha256:
@@ -1310,15 +1511,100 @@ class _Scan:
                           "Raise 'version' in the front matter whenever the content changes")
                     + "; restoring the original content removes this warning.",
                 ))
-        self._write_rows(removed, touched, groups, group_findings)
-        if full is not None:
-            self.conn.execute("DELETE FROM meta WHERE key = 'full_reconcile'")
-        if digest is not None and full is None and not (self.rows or removed or self.result.unstable
-                                                        or self.result.events):
-            # nothing changed: the files table is exactly this walk; the next walk that lists
-            # the same is answered by _unchanged, without loading the stored stat keys
-            put_meta(self.conn, LISTING_KEY, digest)
-        return self.result
+        self._write_rows(sorted(((r.path, r) for g in groups.values() for r in g), key=lambda pr: pr[0]),
+                         group_findings)
+
+    def _write_loose_rows(self) -> None:
+        """Write the rows in no doc_id's group: this scan's rows of files that are not
+        indexable documents (a parse problem, refused, unstable and new) and unstable
+        files whose kept row is one (those of an indexable file were written with their group).
+        """
+        unstable = set(self.result.unstable)
+        loose = [(str(r[0]), _row(r)) for r in self.rows.ordered("doc_id IS NULL")]
+        for path in sorted(unstable & self.same):
+            kept = self.old.peek(path)
+            if kept is None:
+                continue
+            if kept.indexable and self.conn.execute("SELECT 1 FROM scan_docs WHERE doc_id = ?",
+                                                    (kept.doc_id,)).fetchone() is not None:
+                continue  # written with its group
+            loose.append((path, kept))
+        loose.sort(key=lambda pr: pr[0])
+        for start in range(0, len(loose), STAGE_CHUNK):
+            self._write_rows(loose[start:start + STAGE_CHUNK], {})
+
+    def _write_rows(self, rows: Sequence[tuple[str, FileRow]], group_findings: dict[str, list[Finding]]) -> None:
+        """Store ``rows`` (path order) with their findings: the parse problem, the unstable
+        note and ``group_findings`` (duplicates, version reuse). Fills ``findings_changed``,
+        :attr:`findings` and :attr:`rewritten`.
+        """
+        conn = self.conn
+        result = self.result
+        unstable = result.unstable
+        writes: list[FileRow] = []
+        for path, row in rows:
+            findings: list[Finding] = []
+            if row.problem:
+                findings.append(finding_of(row.problem))
+            if path in unstable:
+                findings.append(scanning.file_finding(
+                    "unreadable-evidence",
+                    "the file changed while it was read; it was not indexed from that read and is"
+                    " read again once it is stable",
+                    "Wait for the program writing it to finish; nothing else is affected."))
+            findings.extend(group_findings.get(path, ()))
+            stored = tuple(finding_dict(f) for f in findings)
+            old = self.old.peek(path)
+            if old is None and not self.listing.full:
+                prev = conn.execute("SELECT findings FROM files WHERE path = ?", (path,)).fetchone()
+                before: tuple[dict[str, Any], ...] = tuple(json.loads(prev[0])) if prev and prev[0] else ()
+            else:
+                before = old.findings if old is not None else ()
+            new_row = FileRow(row.path, row.size, row.mtime_ns, row.ctime_ns, row.inode, row.sha256,
+                              row.doc_id, row.declared_version, row.problem, stored)
+            if stored != before:
+                result.findings_changed.append(path)
+                if path not in self.rows and path not in self.same:
+                    self.rewritten.add(path)
+            if not new_row.same_file(old) or stored != before:
+                writes.append(new_row)
+            if stored:
+                self.findings[path] = stored
+            else:
+                self.findings.pop(path, None)
+        conn.executemany(
+            UPSERT_FILE_ROW,
+            [(r.path, r.size, r.mtime_ns, r.ctime_ns, r.inode, r.sha256, r.doc_id, r.declared_version,
+              json.dumps(r.problem, ensure_ascii=False) if r.problem else None,
+              json.dumps(list(r.findings), ensure_ascii=False) if r.findings else None) for r in writes])
+        self.wrote = self.wrote or bool(writes)
+
+    def _finish_rows(self, removed: list[str]) -> None:
+        """Delete the removed paths' rows; fill ``evidence``: every path looked at (a full
+        walk: every path) with its findings, and the paths whose findings this scan changed.
+        """
+        conn = self.conn
+        result = self.result
+        if removed:
+            conn.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in removed])
+            result.findings_changed.extend(p for p in removed if self.old.has_findings(p))
+        if self.wrote or removed:  # the stored listing digest no longer describes the files table
+            conn.execute("DELETE FROM meta WHERE key = ?", (LISTING_KEY,))
+        changed = set(result.findings_changed)
+        paths = self.rows.paths | self.same
+        if not self.listing.full:
+            paths = {p for p in paths if p in self.listing.candidates or p in self.listing.refused
+                     or p in changed} | self.rewritten
+        # most unchanged rows have no findings (NULL): an empty list each, no call and no JSON
+        evidence: dict[str, list[Finding]] = {path: [] for path in sorted(paths)}
+        for path, stored in self.findings.items():
+            if path in evidence:
+                evidence[path] = [finding_of(d) for d in stored]
+        for path in self.noted:  # kept rows: their stored findings, unless this scan rewrote them
+            if path in self.same and path not in self.findings and path not in changed and path in evidence:
+                evidence[path] = self.old.findings(path)
+        result.evidence = evidence
+        result.findings_changed.sort()
 
     def _unchanged(self) -> None:
         """The scan of a full walk whose :func:`scan.listing_digest` is the one stored by the
@@ -1335,8 +1621,9 @@ class _Scan:
             if path in evidence:
                 evidence[path] = [finding_of(d) for d in json.loads(findings)]
         self.result.evidence = evidence
+        self.result.events = AppendedEvents(self.store, self.before, 0)
 
-    def _refuse_lowered_versions(self, view: _WriterView, affected: set[str]) -> None:
+    def _refuse_lowered_versions(self) -> None:
         """A file may not lower its declared version (docs/decisions.md, Index).
 
         When a re-read file declares version N of a doc_id whose newest known version M > N
@@ -1345,46 +1632,50 @@ class _Scan:
         not indexed (so M is revoked like any version whose front matter broke). Archives
         that declare older versions in other files are fine.
         """
-        for rel, (doc_id, wanted, line) in sorted(self.fronts.items()):
-            if wanted is None:
-                continue
+        view = _WriterView(self.store, self.conn, self.before)
+        for n, (rel, doc_id, wanted, line) in enumerate(self.rows.ordered(
+                "version_line IS NOT NULL AND declared_version IS NOT NULL",
+                "path, doc_id, declared_version, version_line")):
+            if n % STAGE_CHUNK == STAGE_CHUNK - 1:
+                view = _WriterView(self.store, self.conn, self.before)  # (its caches stay bounded)
+            rel, doc_id, wanted = str(rel), str(doc_id), int(wanted)
             newest = view.newest(doc_id)
             if newest is None or newest.version <= wanted or newest.path != rel:
                 continue
-            declared = {r.declared_version for r in self._group(doc_id)}
-            if newest.version in declared:
+            groups, _imported = self._groups([doc_id])
+            if newest.version in {r.declared_version for r in groups[doc_id]}:
                 continue
             problem: dict[str, Any] = {
                 "name": "invalid-front-matter",
                 "message": f"version: {wanted} is lower than version {newest.version} of"
                 f" {doc_id!r}, which the index already holds from this file; a document's"
                 " versions only go up, so this file is not indexed",
-                "line": line,
+                "line": int(line),
                 "hint": f"Declare version {newest.version + 1} (or higher) to publish this"
                 " content; to keep an older version, archive it in another file.",
             }
-            row = self.rows[rel]
-            self.rows[rel] = FileRow(row.path, row.size, row.mtime_ns, row.ctime_ns, row.inode,
-                                     row.sha256, None, None, problem)
-            self._by_doc = None
+            row = self.rows.get(rel)
+            assert row is not None
+            self._stage(FileRow(row.path, row.size, row.mtime_ns, row.ctime_ns, row.inode,
+                                row.sha256, None, None, problem))
             self.fresh.discard(rel)
-            del self.fronts[rel]
-            affected.add(doc_id)
+            self.conn.execute("INSERT INTO scan_docs (doc_id) VALUES (?) ON CONFLICT (doc_id) DO NOTHING", (doc_id,))
 
-    def _reconcile(self, view: _WriterView, chosen: dict[tuple[str, int | None], str],
-                   affected: set[str]) -> Iterator[tuple[Event, EvidenceDocument | None]]:
-        """The events that make the affected doc_ids match their chosen files (SPEC §3), each
-        with the document an import brings, decided against ``view`` (the index before the
-        scan, which the events appended meanwhile do not change). A generator: the caller
-        appends and derives each event before the next text is read (bounded memory). Paths
-        imported right after their read (:meth:`_import_now`) are not imported again.
+    def _reconcile(self, view: _WriterView, chosen: dict[tuple[str, int | None], str], doc_ids: Sequence[str],
+                   groups: dict[str, list[FileRow]], imported: set[str],
+                   ) -> Iterator[tuple[Event, EvidenceDocument | None]]:
+        """The events that make ``doc_ids`` match their chosen files (SPEC §3), each with the
+        document an import brings, decided against ``view`` (the index before the scan, which
+        the events appended meanwhile do not change). A generator: the caller appends and
+        derives each event before the next text is read (bounded memory). Paths imported
+        right after their read (``imported``, :meth:`_import_now`) are not imported again.
         """
         targeted: set[tuple[str, int]] = set()
         for (doc_id, declared), rel in sorted(chosen.items(), key=lambda kv: kv[1]):
-            if rel in self.imported:
+            if rel in imported:
                 targeted.add((doc_id, declared if declared is not None else 1))
                 continue
-            row = self.rows.get(rel) or next(r for r in self._group(doc_id) if r.path == rel)
+            row = next(r for r in groups[doc_id] if r.path == rel)
             if declared is not None:
                 version = declared
                 current = view.record(doc_id, version)
@@ -1401,6 +1692,7 @@ class _Scan:
                         and not self._image_facts_changed(rel, current):
                     continue
             doc = self.fresh.get(rel)
+            self.fresh.discard(rel)  # imported now: never needed again
             if doc is None or doc.sha256 != row.sha256:
                 doc = self._reread(rel, row)
                 if doc is None:
@@ -1408,7 +1700,7 @@ class _Scan:
             yield Event(0, "import", doc_id, version, doc.sha256, rel, doc.text, declared is not None), doc
             if doc.front.status == "revoked":
                 yield Event(0, "revoke", doc_id, version, reason="status: revoked"), None
-        for doc_id in sorted(affected):
+        for doc_id in doc_ids:
             versions = view.versions(doc_id)
             if not versions:
                 continue
@@ -1438,72 +1730,6 @@ class _Scan:
                                        self.settings.subject_fields)
         except EvidenceError:
             return None
-
-    def _write_rows(self, removed: list[str], touched: list[str], groups: dict[str, list[FileRow]],
-                    group_findings: dict[str, list[Finding]]) -> None:
-        """Store rows and findings; fill ``evidence`` and ``findings_changed``."""
-        conn = self.conn
-        result = self.result
-        if removed:
-            conn.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in removed])
-            result.findings_changed.extend(p for p in removed if self.old[p].findings)
-        group_rows = {r.path: r for g in groups.values() for r in g}
-        recompute = set(touched) | set(group_rows)
-        recompute |= {p for p in self.rows if p not in self.old} | set(result.unstable)
-        writes: list[FileRow] = []
-        for path in sorted(recompute):
-            row = self.rows.get(path)
-            if row is None:
-                row = self.old[path] if path in self.old else group_rows.get(path)
-                if row is None:
-                    continue
-            findings: list[Finding] = []
-            if row.problem:
-                findings.append(finding_of(row.problem))
-            if path in result.unstable:
-                findings.append(scanning.file_finding(
-                    "unreadable-evidence",
-                    "the file changed while it was read; it was not indexed from that read and is"
-                    " read again once it is stable",
-                    "Wait for the program writing it to finish; nothing else is affected."))
-            findings.extend(group_findings.get(path, ()))
-            stored = tuple(finding_dict(f) for f in findings)
-            old = self.old.get(path)
-            if old is None and not self.listing.full:
-                prev = conn.execute("SELECT findings FROM files WHERE path = ?", (path,)).fetchone()
-                before: tuple[dict[str, Any], ...] = tuple(json.loads(prev[0])) if prev and prev[0] else ()
-            else:
-                before = old.findings if old is not None else ()
-            new_row = FileRow(row.path, row.size, row.mtime_ns, row.ctime_ns, row.inode, row.sha256,
-                              row.doc_id, row.declared_version, row.problem, stored)
-            if stored != before:
-                result.findings_changed.append(path)
-            if not new_row.same_file(old) or stored != before:
-                writes.append(new_row)
-            self.rows[path] = new_row
-        conn.executemany(
-            UPSERT_FILE_ROW,
-            [(r.path, r.size, r.mtime_ns, r.ctime_ns, r.inode, r.sha256, r.doc_id, r.declared_version,
-              json.dumps(r.problem, ensure_ascii=False) if r.problem else None,
-              json.dumps(list(r.findings), ensure_ascii=False) if r.findings else None) for r in writes])
-        if writes or removed:  # the stored listing digest no longer describes the files table
-            conn.execute("DELETE FROM meta WHERE key = ?", (LISTING_KEY,))
-        changed_findings = set(result.findings_changed)
-        paths = set(self.rows) | self.same
-        if not self.listing.full:
-            paths = {p for p in paths if p in self.listing.candidates or p in self.listing.refused
-                     or p in changed_findings}
-        rows, old_rows = self.rows, self.old
-        # most unchanged rows have no findings (NULL): an empty list each, no call and no JSON
-        evidence: dict[str, list[Finding]] = {path: [] for path in sorted(paths)}
-        for path, row in rows.items():
-            if row.findings and path in evidence:
-                evidence[path] = [finding_of(d) for d in row.findings]
-        for path in self.noted:
-            if path in self.same and path not in rows and path in evidence:
-                evidence[path] = old_rows.findings(path)
-        result.evidence = evidence
-        result.findings_changed.sort()
 
 
 def put_meta(conn: Any, key: str, value: str) -> None:
@@ -1571,6 +1797,27 @@ class _OldRows(Mapping[str, FileRow]):
     def __len__(self) -> int:
         return len(self._raw)
 
+    def peek(self, path: str) -> FileRow | None:
+        """The row of ``path`` (None: none), like ``get`` but not kept: a scan that looks at
+        most rows once (a storm, a full reconcile) keeps no object per row.
+        """
+        row = self._rows.get(path)
+        if row is not None:
+            return row
+        raw = self._raw.get(path)
+        if raw is None:
+            return None
+        if len(raw) == STAT_ONLY and self._conn is not None:  # loaded as a stat key only
+            raw = self._conn.execute(
+                "SELECT path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version, problem,"
+                " findings FROM files WHERE path = ?", (path,)).fetchone()
+        return _row(raw)
+
+    def has_findings(self, path: str) -> bool:
+        """The stored row of ``path`` has findings."""
+        row = self._raw[path]
+        return bool(row[STAT_ONLY - 1] if len(row) == STAT_ONLY else row[9])
+
     def matches(self, path: str, key: StatKey) -> bool:
         """The row of ``path`` has this stat key (and is not marked for re-reading)."""
         raw = self._raw.get(path)
@@ -1583,17 +1830,23 @@ class _OldRows(Mapping[str, FileRow]):
         return [finding_of(d) for d in json.loads(raw)] if raw else []
 
 
-def _row(r: tuple[Any, ...]) -> FileRow:
+def _row(r: Sequence[Any]) -> FileRow:
+    """A :class:`FileRow` from ``(path, size, mtime_ns, ctime_ns, inode, sha256, doc_id,
+    declared_version, problem[, findings])`` (a staged row has no findings).
+    """
     return FileRow(str(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), str(r[5]),
                    None if r[6] is None else str(r[6]), None if r[7] is None else int(r[7]),
-                   json.loads(r[8]) if r[8] else None, tuple(json.loads(r[9])) if r[9] else ())
+                   json.loads(r[8]) if r[8] else None,
+                   tuple(json.loads(r[9])) if len(r) > 9 and r[9] else ())
 
 
 class _WriterView(SqlSnapshot):
     """The index as the scan's own transaction sees it (uncommitted events included)."""
 
-    def __init__(self, store: Store, conn: Connection) -> None:
-        seq = int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
+    def __init__(self, store: Store, conn: Connection, seq: int | None = None) -> None:
+        """``seq``: the state after that many events (default: every event, the scan's own)."""
+        if seq is None:
+            seq = int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
         super().__init__(store, seq)
         self._writer = conn
 

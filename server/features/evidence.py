@@ -31,6 +31,7 @@ from typing import Any
 
 from pygls.uris import from_fs_path
 
+from grounding_core.events import Event
 from grounding_core.evidence_findings import ConflictCache, affected_paths, conflict_paths, file_findings
 from grounding_core.index import ConflictKey, IndexSnapshot, VersionRecord
 from grounding_core.model import Finding, Span
@@ -70,7 +71,9 @@ class _State:
     """The evidence root :attr:`published` paths are relative to."""
     epoch: int = -1
     scan: ScanResult | None = None
-    docs: set[str] = field(default_factory=set)
+    events: list[Sequence[Event]] = field(default_factory=list)
+    """The events of the scans since the last plan (read in the plan's worker thread: a
+    scan's own events are read from the log, ``store.AppendedEvents``)."""
     paths: dict[str, VersionRecord | None] = field(default_factory=dict)
     full: bool = True
 
@@ -90,7 +93,7 @@ def refresh(session: Session, scan: ScanResult | None, before: IndexView | None)
     state = _state(session)
     if scan is not None:
         state.scan = scan
-        state.docs.update(e.doc_id for e in scan.events)
+        state.events.append(scan.events)
     if before is None or state.epoch != session.epoch:
         state.full = True
     if session.tasks.running(_TASK) is None:
@@ -109,13 +112,13 @@ async def _refresh_loop(session: Session) -> None:
                 session.client.send_prepared(session.client.prepare_diagnostics(_uri(state.root, path), None, []),
                                              bulk=True)
             state.published, state.scan_map, state.root, state.full = {}, {}, view.config.evidence_root, True
-        scan, docs, paths, full = state.scan, state.docs, state.paths, state.full
-        state.scan, state.docs, state.paths, state.full = None, set(), {}, False
+        scan, events, paths, full = state.scan, state.events, state.paths, state.full
+        state.scan, state.events, state.paths, state.full = None, [], {}, False
         before = state.snapshot if state.epoch == view.epoch and not full else None
         await session.foreground.wait(bulk=True)
         plan = await session.readers.run(
             _plan, view, before, state.scan_map, scan.evidence if scan is not None else None,
-            scan.full if scan is not None else True, list(scan.changed) if scan is not None else [], docs, paths,
+            scan.full if scan is not None else True, list(scan.changed) if scan is not None else [], events, paths,
             set(state.published), session.foreground.pause_bulk,
             session.workspace.store.backend if session.workspace is not None else None)
         state.scan_map = plan.scan_map
@@ -171,7 +174,8 @@ class _Plan:
 
 
 def _plan(view: IndexView, before: IndexSnapshot | None, old_map: ScanMap,
-          evidence: Mapping[str, Sequence[Finding]] | None, full_walk: bool, changed: list[str], docs: set[str],
+          evidence: Mapping[str, Sequence[Finding]] | None, full_walk: bool, changed: list[str],
+          events: list[Sequence[Event]],
           paths: dict[str, VersionRecord | None], published: set[str],
           pause: Callable[[], object] = lambda: None, backend: object = None) -> _Plan:
     """Which files to recompute (worker thread; see the module docstring). ``pause`` is the
@@ -179,7 +183,7 @@ def _plan(view: IndexView, before: IndexSnapshot | None, old_map: ScanMap,
     its long SQL statements (:func:`_statements_pause`, on ``backend``'s reader connection).
     """
     with _statements_pause(backend, pause):
-        return _plan_files(view, before, old_map, evidence, full_walk, changed, docs, paths, published, pause)
+        return _plan_files(view, before, old_map, evidence, full_walk, changed, events, paths, published, pause)
 
 
 PROGRESS_STEPS = 20_000
@@ -215,7 +219,7 @@ def _statements_pause(backend: object, pause: Callable[[], object]) -> Iterator[
 
 def _plan_files(view: IndexView, before: IndexSnapshot | None, old_map: ScanMap,
                 evidence: Mapping[str, Sequence[Finding]] | None, full_walk: bool, changed: list[str],
-                docs: set[str], paths: dict[str, VersionRecord | None], published: set[str],
+                events: list[Sequence[Event]], paths: dict[str, VersionRecord | None], published: set[str],
                 pause: Callable[[], object]) -> _Plan:
     snapshot, today = view.snapshot, view.today
     scan_map = old_map
@@ -247,6 +251,7 @@ def _plan_files(view: IndexView, before: IndexSnapshot | None, old_map: ScanMap,
                 if affected.get(path) is None:
                     affected[path] = record
     else:
+        docs = {e.doc_id for scan_events in events for e in scan_events}
         for path, record in affected_paths(before, snapshot, docs, today).items():
             if affected.get(path) is None:
                 affected[path] = record

@@ -43,6 +43,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from grounding_core import derived
+from grounding_core import store as store_module
 from grounding_core.config import load_config
 from grounding_core.derived import rebuild
 from grounding_core.drafts import parse_draft
@@ -292,16 +293,20 @@ STRAY_DUPLICATE = [
 """A stray undeclared file takes over a declared doc_id, then goes (the tester's sequence)."""
 
 
-@pytest.mark.parametrize("batch_lines", [None, 2], ids=["batches", "documents-split-across-batches"])
+@pytest.mark.parametrize(("batch_lines", "scan_chunk"), [(None, None), (2, None), (None, 1)],
+                         ids=["batches", "documents-split-across-batches", "one-doc-id-reconciled-at-a-time"])
 @settings(max_examples=EXAMPLES, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(ops=operations, seed=st.integers(0, 1000))
 @example(ops=STRAY_DUPLICATE, seed=0)
 def test_every_replay_n_answers_like_a_rebuild_and_the_in_memory_oracle(
         store_location: Callable[[Path, str], str], ops: list[tuple[str, str, str]], seed: int,
-        batch_lines: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+        batch_lines: int | None, scan_chunk: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
     if batch_lines is not None:  # a document's lines written in several flushes (tryout5 #5)
         monkeypatch.setattr(derived, "BATCH_LINES", batch_lines)
+    if scan_chunk is not None:  # the end of a scan reconciles one doc_id at a time (store.SCAN_CHUNK)
+        monkeypatch.setattr(store_module, "SCAN_CHUNK", scan_chunk)
+        monkeypatch.setattr(store_module, "STAGE_CHUNK", scan_chunk)
     folder = Path(tempfile.mkdtemp(prefix="grounding-diff-"))
     try:
         root = folder / "ws"

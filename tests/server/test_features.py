@@ -526,11 +526,11 @@ async def test_a_scan_of_some_paths_keeps_the_other_files_findings(root: Path) -
         assert view is not None
         unreadable = (Finding("unreadable-evidence", Span(0, 0, 0, 0), "not UTF-8"),)
         old = {"binary.md": unreadable, "gone.md": unreadable}
-        some = evidence._plan(view, view.snapshot, old, {"gone.md": []}, False, ["gone.md"], set(), {},
+        some = evidence._plan(view, view.snapshot, old, {"gone.md": []}, False, ["gone.md"], [], {},
                               {"binary.md", "gone.md"})
         assert some.scan_map == {"binary.md": unreadable}  # not looked at: kept
         assert set(some.affected) == {"gone.md"}
-        walk = evidence._plan(view, view.snapshot, old, {"binary.md": list(unreadable)}, True, [], set(), {},
+        walk = evidence._plan(view, view.snapshot, old, {"binary.md": list(unreadable)}, True, [], [], {},
                               {"binary.md", "gone.md"})
         assert walk.scan_map == {"binary.md": unreadable} and set(walk.affected) == {"gone.md"}
 
