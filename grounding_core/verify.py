@@ -831,14 +831,17 @@ def _reanchor(claim: Claim, state: IndexSnapshot, current: VersionRecord,
               record: VersionRecord | None) -> Edit | None:
     """A re-anchor edit when the cited line still exists verbatim in the current version.
 
-    The line looked for is the cited line of an older version (its text is kept, SPEC §4);
-    for a hash mismatch on the current version number (``version-reuse``) the old content is
-    gone, so it is the quote: the line now at that number may be a different fact.
+    The line looked for is the cited line of an older version (its text is kept, SPEC §4)
+    when that version's content is the one the citation's hash pins; otherwise (a hash
+    mismatch on the current version number, or an older version whose content was replaced
+    under the same number, ``version-reuse``) the content cited is not the one indexed, so it
+    is the quote: the line now at that number may be a different fact.
     """
     if claim.citation is None or claim.json_text is not None:
         return None
     wanted = claim.quote
-    if record is not None and record.version < current.version:
+    pinned = claim.hash_prefix is None or record is None or record.sha256.startswith(claim.hash_prefix.lower())
+    if record is not None and record.version < current.version and pinned:
         old_doc = state.document(record)
         if 0 < claim.citation.line <= len(old_doc.lines):
             wanted = old_doc.lines[claim.citation.line - 1]

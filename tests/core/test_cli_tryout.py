@@ -322,3 +322,41 @@ def test_a_reference_without_a_definition_gets_a_plain_cli_hint(
     assert hint == ('    hint: Add its definition on a line of its own: [^c]: DOC_ID@VERSION:LINE sha256:HASH'
                     ' "WHOLE LINE" (`grounding cite DOC_ID:LINE` prints one to paste).')
     assert hint.count('"') == 2 and "action" not in hint
+
+
+# -- tryout (stop 28): --fix after a version reused, then raised ------------------------------
+
+
+def test_fix_never_re_anchors_to_the_line_that_replaced_the_cited_one_under_the_same_version(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Version 1 was edited in place (7天 -> 15天, ``version-reuse``), then raised to 2: the
+    citation pins the first content, so the line to look for is the quote, not the line
+    version 1 holds now. No version holds the quote any more, so nothing is re-anchored and
+    the check fails (it re-anchored to the 15天 line and passed)."""
+    first = "---\r\ndoc_id: returns\r\nversion: 1\r\n---\r\n1. 退货期限：签收后7天内 🎉\r\n"
+    write_files(tmp_path, {"grounding.toml": "", "evidence/returns.md": first})
+    quote = "1. 退货期限：签收后7天内 🎉"
+    draft = f'退货期限是签收后7天内[^1]。\n\n[^1]: returns@1:5 sha256:{sha256(first)[:12]} "{quote}"\n'
+    write_files(tmp_path, {"answers/x.md": draft})
+    assert run(capsys, tmp_path, "check")[0] == 0
+    write_files(tmp_path, {"evidence/returns.md": first.replace("7天", "15天")})
+    assert run(capsys, tmp_path, "check")[0] == 1  # hash-mismatch: version 1 changed in place
+    write_files(tmp_path, {"evidence/returns.md": first.replace("7天", "15天").replace("version: 1", "version: 2")})
+    code, out, err = run(capsys, tmp_path, "check", "--fix", "--format", "json")
+    assert code == 1 and "Re-anchor" not in err
+    assert (tmp_path / "answers/x.md").read_text(encoding="utf-8") == draft  # nothing rewritten
+    (stale,) = [d for d in json.loads(out)["drafts"][0]["diagnostics"] if d["name"] == "stale-citation"]
+    assert "Re-anchor" not in stale["hint"] and "15天" not in stale["hint"]
+
+
+def test_fix_still_re_anchors_a_line_kept_verbatim_across_a_version_bump(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    first = "---\ndoc_id: returns\nversion: 1\n---\n1. 退货期限：签收后7天内 🎉\n"
+    write_files(tmp_path, {"grounding.toml": "", "evidence/returns.md": first})
+    draft = f'退货期限是签收后7天内[^1]。\n\n[^1]: returns@1:5 sha256:{sha256(first)[:12]} "1. 退货期限：签收后7天内 🎉"\n'
+    write_files(tmp_path, {"answers/x.md": draft})
+    second = first.replace("version: 1", "version: 2").replace("---\n1.", "---\n前言\n1.")
+    write_files(tmp_path, {"evidence/returns.md": second})
+    code, _, err = run(capsys, tmp_path, "check", "--fix")
+    assert code == 0 and "Re-anchor to returns@2:6" in err
+    assert f"returns@2:6 sha256:{sha256(second)[:12]}" in (tmp_path / "answers/x.md").read_text(encoding="utf-8")
