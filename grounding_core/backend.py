@@ -271,6 +271,15 @@ class Backend(Protocol):
         """Cache a measurement inside the caller's transaction (a second one is ignored)."""
         ...
 
+    def stage_scan(self, conn: Connection) -> None:
+        """Make a scan's staging tables ``scan_files`` and ``scan_docs`` exist and hold no row,
+        inside the caller's write transaction (``store._Staged``; the scan empties them again
+        before it commits). SQLite: two tables of the index file. PostgreSQL: temporary tables
+        of the writer's session (no privilege beyond a database's default ``TEMPORARY``, no
+        table in the shared schema for a team's roles to be granted).
+        """
+        ...
+
     def write_fields(self, conn: Connection, fields: Iterable[tuple[int, str]]) -> None:
         """Record field names ``(fh, field)`` (duplicates ignored)."""
         ...

@@ -267,7 +267,7 @@ CREATE INDEX IF NOT EXISTS files_inode ON files (inode);
 """
 
 SCAN_STAGING = f"""
-CREATE TABLE IF NOT EXISTS scan_files (
+CREATE TEMP TABLE IF NOT EXISTS scan_files (
   path {T} PRIMARY KEY,
   size BIGINT NOT NULL,
   mtime_ns BIGINT NOT NULL,
@@ -282,14 +282,16 @@ CREATE TABLE IF NOT EXISTS scan_files (
   touched INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS scan_files_doc ON scan_files (doc_id) WHERE doc_id IS NOT NULL;
-CREATE TABLE IF NOT EXISTS scan_docs (
+CREATE TEMP TABLE IF NOT EXISTS scan_docs (
   doc_id {T} PRIMARY KEY
 );
 """
-"""One scan's own file rows and the doc_ids it reconciles (``store._Staged``), written and
-emptied inside the writer's scan transaction: never holding a row once committed, so no
-other process sees one (a plain table, like SQLite's, rather than a temporary one: no
-extra privilege and no DDL per scan)."""
+"""One scan's own file rows and the doc_ids it reconciles (``store._Staged``): temporary tables
+of the writer's session, made by the first scan of a session (:meth:`PostgresBackend.stage_scan`)
+and emptied by every scan before it commits. Temporary, so nothing is added to the shared
+schema: a team's roles need no grant on them and no ``CREATE`` on the schema (a temporary
+table needs the database's ``TEMPORARY`` privilege, which PostgreSQL grants to every role
+by default)."""
 
 MEASUREMENTS = f"""
 CREATE TABLE IF NOT EXISTS measurements (
@@ -547,15 +549,12 @@ class PostgresBackend:
                 if not conn.execute("SELECT to_regclass('measurements') IS NOT NULL").fetchone()[0]:
                     for statement in _split(MEASUREMENTS):  # an index from before image evidence
                         conn.raw.execute(statement)
-                if not conn.execute("SELECT to_regclass('scan_docs') IS NOT NULL").fetchone()[0]:
-                    for statement in _split(SCAN_STAGING):  # an index from before staged scans
-                        conn.raw.execute(statement)
                 return False
             conn.raw.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
             trgm = conn.execute("SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n"
                                 " ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm'").fetchone()
             fts = FTS.replace("{trgm}", sql.Identifier(str(trgm[0])).as_string(conn.raw))
-            for statement in _split(EVENTS + DERIVED + MEMORY + FILES + SCAN_STAGING + MEASUREMENTS + fts):
+            for statement in _split(EVENTS + DERIVED + MEMORY + FILES + MEASUREMENTS + fts):
                 conn.raw.execute(statement)
             conn.execute("INSERT INTO meta (key, value) VALUES ('layout', ?) ON CONFLICT DO NOTHING", (str(LAYOUT),))
         return True
@@ -820,6 +819,15 @@ class PostgresBackend:
         """Cache a measurement (inside the caller's transaction; a second one is ignored)."""
         conn.execute("INSERT INTO measurements (sha256, version, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                      (sha256, version, data))
+
+    def stage_scan(self, conn: Connection) -> None:
+        """Create the session's temporary staging tables when missing (:data:`SCAN_STAGING`;
+        a rolled-back scan takes their creation with it) and empty them.
+        """
+        for statement in _split(SCAN_STAGING):
+            conn.execute(statement)
+        conn.execute("DELETE FROM scan_files")
+        conn.execute("DELETE FROM scan_docs")
 
     def write_fields(self, conn: Connection, fields: Iterable[tuple[int, str]]) -> None:
         """Record field names ``(fh, field)`` (duplicates ignored)."""

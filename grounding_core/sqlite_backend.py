@@ -730,6 +730,13 @@ class SqliteBackend:
         grams = json.dumps(list(anchors), ensure_ascii=False)
         return [(str(r[0]), str(r[1]), str(r[2])) for r in conn.execute(sql, (grams, *extra)).fetchall()]
 
+    def stage_scan(self, conn: Connection) -> None:
+        """Empty ``scan_files`` and ``scan_docs`` (tables of the index file, created with the
+        schema: the writer keeps temporary tables in memory, ``temp_store``).
+        """
+        conn.execute("DELETE FROM scan_files")
+        conn.execute("DELETE FROM scan_docs")
+
     def write_fields(self, conn: Connection, fields: Iterable[tuple[int, str]]) -> None:
         """Record field names ``(fh, field)`` (duplicates ignored)."""
         conn.executemany("INSERT INTO fields (fh, head, field) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",

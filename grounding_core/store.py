@@ -50,6 +50,7 @@ from .backend import (
     ReadOnlyIndex,
     open_backend,
     redact,
+    text_hash,
 )
 from .config import Config, ConfigError
 from .derived import Deriver, event_of, fingerprint, iter_events, rebuild
@@ -229,6 +230,8 @@ class Store:
         self.location = redact(path)
         """The index location for messages (a URL without its password)."""
         self.settings = settings or ParseSettings()
+        self.closed = False
+        """:meth:`close` was called."""
         self.documents = DocumentCache()
         self.measurements = MeasurementCache()
         self.derivation = 0
@@ -268,6 +271,7 @@ class Store:
 
     def close(self) -> None:
         with self._lock:
+            self.closed = True
             self.backend.close()
 
     # -- derived tables ------------------------------------------------------------------------
@@ -334,6 +338,7 @@ class Store:
         wrote (None when this process holds the writer lock). Cost: the new events.
         """
         snapshot = self.snapshot()
+        known = min(max(known, 0), snapshot.seq)
         events = AppendedEvents(self, known, snapshot.seq - known)  # (read without texts, a chunk at a time)
         paths: set[str] = set()
         revoked: set[tuple[str, int]] = set()
@@ -920,9 +925,11 @@ class _Staged:
     (emptied before it commits) instead of Python memory: the rows a scan used to keep in a
     dict until its end (a cold index or a storm of 30,000 files: about 0.5 KB a file, and the
     doc_ids, declared versions and imports beside them). Only the paths are kept in Python
-    (:attr:`paths`: the walk's own strings, for membership), so the end of a scan reads the
-    rows back by path, by doc_id or in path order, a chunk at a time
-    (docs/decisions.md, "A scan's file rows").
+    (:attr:`paths`: the walk's own strings, for membership) and a fixed bitmap of the doc_ids
+    staged, so the end of a scan reads the rows back by path, by doc_id or in path order, a
+    chunk at a time (docs/decisions.md, "A scan's file rows"). Rows are inserted
+    :data:`STAGE_CHUNK` at a time (one round trip to a shared database per chunk); every read
+    of the table writes the pending ones first.
 
     Columns beside a :class:`FileRow`'s: ``imported`` (imported right after its read,
     :meth:`_Scan._import_now`), ``version_line`` (1-based line of the front matter's
@@ -932,12 +939,19 @@ class _Staged:
 
     COLUMNS = "path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version, problem"
 
-    def __init__(self, conn: Connection) -> None:
+    DOC_BITS = 20
+    """Size (log2 bits: 128 KiB) of the bitmap of staged doc_ids: a clear bit means no row of
+    that doc_id is staged, so most first reads of a doc_id cost no query (:meth:`has_doc`)."""
+
+    def __init__(self, conn: Connection, backend: Backend, old: _OldRows) -> None:
         self.conn = conn
+        self.old = old
+        """The rows stored before the scan (``touched`` compares with them)."""
         self.paths: set[str] = set()
-        """Every path with a row here."""
-        conn.execute("DELETE FROM scan_files")  # (empty unless an older Grounding left rows)
-        conn.execute("DELETE FROM scan_docs")
+        """Every path with a row here (written or pending)."""
+        self._pending: dict[str, tuple[FileRow, bool, int | None]] = {}
+        self._docs = bytearray(1 << (self.DOC_BITS - 3))
+        backend.stage_scan(conn)
 
     def __contains__(self, path: object) -> bool:
         return path in self.paths
@@ -945,54 +959,86 @@ class _Staged:
     def __len__(self) -> int:
         return len(self.paths)
 
-    def put(self, row: FileRow, touched: bool, imported: bool = False, version_line: int | None = None) -> None:
-        """Add ``row`` (its path must have no row: :meth:`discard` first)."""
-        self.conn.execute(
-            "INSERT INTO scan_files (path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version,"
-            " problem, imported, version_line, touched) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (row.path, row.size, row.mtime_ns, row.ctime_ns, row.inode, row.sha256, row.doc_id,
-             row.declared_version, json.dumps(row.problem, ensure_ascii=False) if row.problem else None,
-             int(imported), version_line, int(touched)))
+    def _doc_bit(self, doc_id: str) -> tuple[int, int]:
+        bit = text_hash(doc_id) & ((1 << self.DOC_BITS) - 1)
+        return bit >> 3, 1 << (bit & 7)
+
+    def put(self, row: FileRow, imported: bool = False, version_line: int | None = None) -> None:
+        """Add ``row`` (replacing the path's row, if any)."""
+        self.discard(row.path)
+        self._pending[row.path] = (row, imported, version_line)
         self.paths.add(row.path)
+        if row.doc_id is not None:
+            byte, mask = self._doc_bit(row.doc_id)
+            self._docs[byte] |= mask
+        if len(self._pending) >= STAGE_CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        """Insert the pending rows (their stored rows read in one query: ``touched``)."""
+        if self._pending:
+            stored = self.old.peek_many(list(self._pending))
+            self.conn.executemany(
+                "INSERT INTO scan_files (path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version,"
+                " problem, imported, version_line, touched) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(row.path, row.size, row.mtime_ns, row.ctime_ns, row.inode, row.sha256, row.doc_id,
+                  row.declared_version, json.dumps(row.problem, ensure_ascii=False) if row.problem else None,
+                  int(imported), version_line, int(not row.same_file(stored.get(row.path))))
+                 for row, imported, version_line in self._pending.values()])
+            self._pending = {}
 
     def discard(self, path: str) -> None:
         if path in self.paths:
-            self.conn.execute("DELETE FROM scan_files WHERE path = ?", (path,))
+            if self._pending.pop(path, None) is None:
+                self.conn.execute("DELETE FROM scan_files WHERE path = ?", (path,))
             self.paths.discard(path)
 
     def get(self, path: str) -> FileRow | None:
         if path not in self.paths:
             return None
+        pending = self._pending.get(path)
+        if pending is not None:
+            return pending[0]
         r = self.conn.execute(f"SELECT {self.COLUMNS} FROM scan_files WHERE path = ?", (path,)).fetchone()
         return None if r is None else _row(r)
 
     def has_doc(self, doc_id: str) -> bool:
         """A row of ``doc_id`` (a document read by this scan) is here."""
+        byte, mask = self._doc_bit(doc_id)
+        if not self._docs[byte] & mask:
+            return False
+        if any(row.doc_id == doc_id for row, _, _ in self._pending.values()):
+            return True
         return self.conn.execute("SELECT 1 FROM scan_files WHERE doc_id = ? LIMIT 1", (doc_id,)).fetchone() is not None
 
     def by_doc(self, doc_ids: Sequence[str]) -> Iterator[tuple[FileRow, bool]]:
         """The rows of ``doc_ids``, each with its ``imported`` flag."""
+        self.flush()
         marks = ", ".join("?" * len(doc_ids))
         for r in self.conn.execute(f"SELECT {self.COLUMNS}, imported FROM scan_files WHERE doc_id IN ({marks})",
                                    tuple(doc_ids)).fetchall():
             yield _row(r[:9]), bool(r[9])
 
-    def ordered(self, where: str, columns: str = COLUMNS, chunk: int = STAGE_CHUNK) -> Iterator[tuple[Any, ...]]:
-        """Rows matching ``where`` (SQL over the table's columns) in path order, read
-        ``chunk`` at a time (the table may change between chunks: the order is by path).
+    def ordered(self, where: str, columns: str = COLUMNS) -> Iterator[list[tuple[Any, ...]]]:
+        """Chunks (:data:`STAGE_CHUNK` rows) of the rows matching ``where`` (SQL over the
+        table's columns) in path order (the table may change between chunks: the order is
+        by path).
         """
+        self.flush()
         last = ""
         while True:
             rows = self.conn.execute(
                 f"SELECT {columns} FROM scan_files WHERE path > ? AND ({where}) ORDER BY path LIMIT ?",
-                (last, chunk)).fetchall()
-            yield from rows
-            if len(rows) < chunk:
+                (last, STAGE_CHUNK)).fetchall()
+            if rows:
+                yield rows
+            if len(rows) < STAGE_CHUNK:
                 return
             last = str(rows[-1][0])
 
     def clear(self) -> None:
         """Empty both tables (the end of a scan, inside its transaction)."""
+        self._pending = {}
         self.conn.execute("DELETE FROM scan_files")
         self.conn.execute("DELETE FROM scan_docs")
         self.paths = set()
@@ -1003,21 +1049,24 @@ class AppendedEvents(Sequence[Event]):
     seqs ``after < seq <= after + count`` of the log, read from it without their texts
     (``text`` ""), :data:`STAGE_CHUNK` at a time, whenever iterated or indexed: nothing of
     them is kept in memory (a cold index appends one per document). The length needs no
-    read. Reading needs the store open (``sqlite3.ProgrammingError`` or the backend's error
-    once closed). Compares equal to any sequence of the same events (``result.events == []``).
+    read. Reading needs the store open (:class:`IndexError_` once it is closed: read them
+    before). Compares equal to any sequence of the same events (``result.events == []``).
     """
 
     def __init__(self, store: Store, after: int, count: int) -> None:
         self._store = store
         self.after = after
         """The log's length before the scan."""
-        self._count = count
+        self._count = max(count, 0)
 
     def __len__(self) -> int:
         return self._count
 
     def _read(self, first: int, last: int) -> list[Event]:
-        """Events ``first <= seq <= last``."""
+        """Events ``first <= seq <= last``. Raises :class:`IndexError_` once the store is closed."""
+        if self._store.closed:
+            raise IndexError_(f"the index {self._store.location} is closed: read a scan's events"
+                              " (ScanResult.events) before closing its store")
         rows = self._store.backend.reader().execute(
             "SELECT seq, kind, doc_id, version, sha256, path, '', declared, reason, data, recorded_at"
             " FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq", (first, last)).fetchall()
@@ -1082,10 +1131,11 @@ class _Scan:
         self.progress = progress
         self.settings = store.settings
         self.result = ScanResult(snapshot=None, full=listing.full)  # type: ignore[arg-type]
-        self.rows = _Staged(conn)
+        self.old = _OldRows({}, conn)
+        """The rows stored before this scan (:meth:`_load_rows`: those it looks at)."""
+        self.rows = _Staged(conn, store.backend, self.old)
         """Rows after this scan, for every path looked at whose row is not kept (absent: the
         path is unchanged, :attr:`same`, or gone)."""
-        self.old = _OldRows({}, conn)
         self.same: set[str] = set()
         """Paths whose row did not change (kept in ``old``, not staged)."""
         self.noted: list[str] = []
@@ -1105,8 +1155,9 @@ class _Scan:
         """Events this scan appended (seqs ``before + 1 ..``)."""
         self.wrote = False
         """A ``files`` row was written or deleted."""
-        self.findings: dict[str, tuple[dict[str, Any], ...]] = {}
-        """The new findings of every path whose findings were written non-empty."""
+        self.findings: dict[str, list[Finding]] = {}
+        """The new findings of every path whose findings were written non-empty (the lists
+        ``evidence`` holds)."""
         self.rewritten: set[str] = set()
         """Paths not looked at whose findings this scan changed (a watcher's scan: another
         file of their doc_id changed)."""
@@ -1141,13 +1192,12 @@ class _Scan:
                 upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
                 rows.extend(self.conn.execute(f"SELECT {cols} FROM files WHERE path >= ? AND path < ?",
                                               (prefix, upper)).fetchall())
-        self.old = _OldRows({r[0]: r for r in rows}, self.conn)
+        self.old = self.rows.old = _OldRows({r[0]: r for r in rows}, self.conn)
         self.noted = [r[0] for r in rows if r[-1] is not None]  # (findings is the last column)
 
     def _stage(self, row: FileRow, imported: bool = False, version_line: int | None = None) -> None:
         """Stage this scan's row of ``row.path`` (replacing one staged before)."""
-        self.rows.discard(row.path)
-        self.rows.put(row, not row.same_file(self.old.peek(row.path)), imported, version_line)
+        self.rows.put(row, imported, version_line)
 
     def _read(self, rel: str, candidate: scanning.Candidate, settled: bool = False) -> None:
         """Read one changed file, stage its row and import it now (:meth:`_import_now`) or
@@ -1467,6 +1517,7 @@ class _Scan:
         and after this scan) and of the removed ones; every doc_id stored or read when a full
         reconcile is asked. The ``files`` table still holds the state before the scan.
         """
+        self.rows.flush()
         sql = ("INSERT INTO scan_docs (doc_id) SELECT doc_id FROM scan_files WHERE touched = 1 AND doc_id IS NOT NULL"
                " UNION SELECT f.doc_id FROM scan_files AS s JOIN files AS f ON f.path = s.path"
                " WHERE s.touched = 1 AND f.doc_id IS NOT NULL")
@@ -1516,22 +1567,22 @@ class _Scan:
 
     def _write_loose_rows(self) -> None:
         """Write the rows in no doc_id's group: this scan's rows of files that are not
-        indexable documents (a parse problem, refused, unstable and new) and unstable
-        files whose kept row is one (those of an indexable file were written with their group).
+        indexable documents (a parse problem, refused, unstable and new), a chunk at a time,
+        and unstable files whose kept row is not one (those of an indexable file were written
+        with their group).
         """
-        unstable = set(self.result.unstable)
-        loose = [(str(r[0]), _row(r)) for r in self.rows.ordered("doc_id IS NULL")]
-        for path in sorted(unstable & self.same):
-            kept = self.old.peek(path)
-            if kept is None:
+        for chunk in self.rows.ordered("doc_id IS NULL"):
+            self._write_rows([(str(r[0]), _row(r)) for r in chunk], {})
+        kept: list[tuple[str, FileRow]] = []
+        for path in sorted(set(self.result.unstable) & self.same):
+            row = self.old.peek(path)
+            if row is None:
                 continue
-            if kept.indexable and self.conn.execute("SELECT 1 FROM scan_docs WHERE doc_id = ?",
-                                                    (kept.doc_id,)).fetchone() is not None:
+            if row.indexable and self.conn.execute("SELECT 1 FROM scan_docs WHERE doc_id = ?",
+                                                   (row.doc_id,)).fetchone() is not None:
                 continue  # written with its group
-            loose.append((path, kept))
-        loose.sort(key=lambda pr: pr[0])
-        for start in range(0, len(loose), STAGE_CHUNK):
-            self._write_rows(loose[start:start + STAGE_CHUNK], {})
+            kept.append((path, row))
+        self._write_rows(kept, {})
 
     def _write_rows(self, rows: Sequence[tuple[str, FileRow]], group_findings: dict[str, list[Finding]]) -> None:
         """Store ``rows`` (path order) with their findings: the parse problem, the unstable
@@ -1542,6 +1593,7 @@ class _Scan:
         result = self.result
         unstable = result.unstable
         writes: list[FileRow] = []
+        stored_rows = self.old.peek_many([path for path, _row in rows])
         for path, row in rows:
             findings: list[Finding] = []
             if row.problem:
@@ -1554,7 +1606,7 @@ class _Scan:
                     "Wait for the program writing it to finish; nothing else is affected."))
             findings.extend(group_findings.get(path, ()))
             stored = tuple(finding_dict(f) for f in findings)
-            old = self.old.peek(path)
+            old = stored_rows.get(path)
             if old is None and not self.listing.full:
                 prev = conn.execute("SELECT findings FROM files WHERE path = ?", (path,)).fetchone()
                 before: tuple[dict[str, Any], ...] = tuple(json.loads(prev[0])) if prev and prev[0] else ()
@@ -1569,7 +1621,7 @@ class _Scan:
             if not new_row.same_file(old) or stored != before:
                 writes.append(new_row)
             if stored:
-                self.findings[path] = stored
+                self.findings[path] = [finding_of(d) for d in stored]  # (as read back: the result's)
             else:
                 self.findings.pop(path, None)
         conn.executemany(
@@ -1597,9 +1649,9 @@ class _Scan:
                      or p in changed} | self.rewritten
         # most unchanged rows have no findings (NULL): an empty list each, no call and no JSON
         evidence: dict[str, list[Finding]] = {path: [] for path in sorted(paths)}
-        for path, stored in self.findings.items():
+        for path, found in self.findings.items():
             if path in evidence:
-                evidence[path] = [finding_of(d) for d in stored]
+                evidence[path] = found
         for path in self.noted:  # kept rows: their stored findings, unless this scan rewrote them
             if path in self.same and path not in self.findings and path not in changed and path in evidence:
                 evidence[path] = self.old.findings(path)
@@ -1632,34 +1684,38 @@ class _Scan:
         not indexed (so M is revoked like any version whose front matter broke). Archives
         that declare older versions in other files are fine.
         """
-        view = _WriterView(self.store, self.conn, self.before)
-        for n, (rel, doc_id, wanted, line) in enumerate(self.rows.ordered(
-                "version_line IS NOT NULL AND declared_version IS NOT NULL",
-                "path, doc_id, declared_version, version_line")):
-            if n % STAGE_CHUNK == STAGE_CHUNK - 1:
-                view = _WriterView(self.store, self.conn, self.before)  # (its caches stay bounded)
-            rel, doc_id, wanted = str(rel), str(doc_id), int(wanted)
-            newest = view.newest(doc_id)
-            if newest is None or newest.version <= wanted or newest.path != rel:
-                continue
-            groups, _imported = self._groups([doc_id])
-            if newest.version in {r.declared_version for r in groups[doc_id]}:
-                continue
-            problem: dict[str, Any] = {
-                "name": "invalid-front-matter",
-                "message": f"version: {wanted} is lower than version {newest.version} of"
-                f" {doc_id!r}, which the index already holds from this file; a document's"
-                " versions only go up, so this file is not indexed",
-                "line": int(line),
-                "hint": f"Declare version {newest.version + 1} (or higher) to publish this"
-                " content; to keep an older version, archive it in another file.",
-            }
-            row = self.rows.get(rel)
-            assert row is not None
-            self._stage(FileRow(row.path, row.size, row.mtime_ns, row.ctime_ns, row.inode,
-                                row.sha256, None, None, problem))
-            self.fresh.discard(rel)
-            self.conn.execute("INSERT INTO scan_docs (doc_id) VALUES (?) ON CONFLICT (doc_id) DO NOTHING", (doc_id,))
+        fronts = self.rows.ordered("version_line IS NOT NULL AND declared_version IS NOT NULL",
+                                   "path, doc_id, declared_version, version_line")
+        for chunk in fronts:
+            view = _WriterView(self.store, self.conn, self.before)  # one per chunk: its caches stay bounded
+            for rel, doc_id, wanted, line in chunk:
+                self._refuse_lowered(view, str(rel), str(doc_id), int(wanted), int(line))
+
+    def _refuse_lowered(self, view: _WriterView, rel: str, doc_id: str, wanted: int, line: int) -> None:
+        """:meth:`_refuse_lowered_versions` for the file ``rel``, which declares version
+        ``wanted`` of ``doc_id`` on its line ``line`` (1-based).
+        """
+        newest = view.newest(doc_id)
+        if newest is None or newest.version <= wanted or newest.path != rel:
+            return
+        groups, _imported = self._groups([doc_id])
+        if newest.version in {r.declared_version for r in groups[doc_id]}:
+            return
+        problem: dict[str, Any] = {
+            "name": "invalid-front-matter",
+            "message": f"version: {wanted} is lower than version {newest.version} of"
+            f" {doc_id!r}, which the index already holds from this file; a document's"
+            " versions only go up, so this file is not indexed",
+            "line": line,
+            "hint": f"Declare version {newest.version + 1} (or higher) to publish this"
+            " content; to keep an older version, archive it in another file.",
+        }
+        row = self.rows.get(rel)
+        assert row is not None
+        self._stage(FileRow(row.path, row.size, row.mtime_ns, row.ctime_ns, row.inode,
+                            row.sha256, None, None, problem))
+        self.fresh.discard(rel)
+        self.conn.execute("INSERT INTO scan_docs (doc_id) VALUES (?) ON CONFLICT (doc_id) DO NOTHING", (doc_id,))
 
     def _reconcile(self, view: _WriterView, chosen: dict[tuple[str, int | None], str], doc_ids: Sequence[str],
                    groups: dict[str, list[FileRow]], imported: set[str],
@@ -1671,11 +1727,12 @@ class _Scan:
         right after their read (``imported``, :meth:`_import_now`) are not imported again.
         """
         targeted: set[tuple[str, int]] = set()
+        rows = {r.path: r for group in groups.values() for r in group}
         for (doc_id, declared), rel in sorted(chosen.items(), key=lambda kv: kv[1]):
             if rel in imported:
                 targeted.add((doc_id, declared if declared is not None else 1))
                 continue
-            row = next(r for r in groups[doc_id] if r.path == rel)
+            row = rows[rel]
             if declared is not None:
                 version = declared
                 current = view.record(doc_id, version)
@@ -1812,6 +1869,30 @@ class _OldRows(Mapping[str, FileRow]):
                 "SELECT path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version, problem,"
                 " findings FROM files WHERE path = ?", (path,)).fetchone()
         return _row(raw)
+
+    def peek_many(self, paths: Sequence[str]) -> dict[str, FileRow]:
+        """:meth:`peek` of each of ``paths`` that has a row, the rows loaded as stat keys only
+        read in one query per :data:`STAGE_CHUNK` paths.
+        """
+        out: dict[str, FileRow] = {}
+        missing: list[str] = []
+        for path in paths:
+            row = self._rows.get(path)
+            raw = self._raw.get(path)
+            if row is not None:
+                out[path] = row
+            elif raw is not None and (len(raw) != STAT_ONLY or self._conn is None):
+                out[path] = _row(raw)
+            elif raw is not None:
+                missing.append(path)
+        for start in range(0, len(missing), STAGE_CHUNK):
+            some = missing[start:start + STAGE_CHUNK]
+            assert self._conn is not None
+            for r in self._conn.execute(
+                    "SELECT path, size, mtime_ns, ctime_ns, inode, sha256, doc_id, declared_version, problem,"
+                    f" findings FROM files WHERE path IN ({', '.join('?' * len(some))})", tuple(some)).fetchall():
+                out[str(r[0])] = _row(r)
+        return out
 
     def has_findings(self, path: str) -> bool:
         """The stored row of ``path`` has findings."""

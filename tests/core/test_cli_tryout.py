@@ -332,7 +332,8 @@ def test_fix_never_re_anchors_to_the_line_that_replaced_the_cited_one_under_the_
     """Version 1 was edited in place (7天 -> 15天, ``version-reuse``), then raised to 2: the
     citation pins the first content, so the line to look for is the quote, not the line
     version 1 holds now. No version holds the quote any more, so nothing is re-anchored and
-    the check fails (it re-anchored to the 15天 line and passed)."""
+    the check fails (it re-anchored to the 15天 line and passed).
+    """
     first = "---\r\ndoc_id: returns\r\nversion: 1\r\n---\r\n1. 退货期限：签收后7天内 🎉\r\n"
     write_files(tmp_path, {"grounding.toml": "", "evidence/returns.md": first})
     quote = "1. 退货期限：签收后7天内 🎉"
@@ -353,7 +354,8 @@ def test_fix_still_re_anchors_a_line_kept_verbatim_across_a_version_bump(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     first = "---\ndoc_id: returns\nversion: 1\n---\n1. 退货期限：签收后7天内 🎉\n"
     write_files(tmp_path, {"grounding.toml": "", "evidence/returns.md": first})
-    draft = f'退货期限是签收后7天内[^1]。\n\n[^1]: returns@1:5 sha256:{sha256(first)[:12]} "1. 退货期限：签收后7天内 🎉"\n'
+    quote = "1. 退货期限：签收后7天内 🎉"
+    draft = f'退货期限是签收后7天内[^1]。\n\n[^1]: returns@1:5 sha256:{sha256(first)[:12]} "{quote}"\n'
     write_files(tmp_path, {"answers/x.md": draft})
     second = first.replace("version: 1", "version: 2").replace("---\n1.", "---\n前言\n1.")
     write_files(tmp_path, {"evidence/returns.md": second})

@@ -14,6 +14,7 @@ import dataclasses
 import gc
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ from grounding_core import store as store_module
 from grounding_core.config import load_config
 from grounding_core.events import Event
 from grounding_core.scan import FileRow
-from grounding_core.store import AppendedEvents, Store
+from grounding_core.store import AppendedEvents, IndexError_, Store
 from tests.support.workspace import build_workspace, write
 
 TOML = 'field_separators = ["：", ":"]\n'
@@ -52,9 +53,12 @@ def _live(kind: type) -> int:
 
 
 def _staged_rows(store: Store) -> tuple[int, int]:
-    reader = store.backend.reader()
-    return (int(reader.execute("SELECT COUNT(*) FROM scan_files").fetchone()[0]),
-            int(reader.execute("SELECT COUNT(*) FROM scan_docs").fetchone()[0]))
+    """Rows in the staging tables, as the writer's connection sees them (on PostgreSQL they are
+    temporary tables of its session).
+    """
+    writer = store.backend.writer
+    return (int(writer.execute("SELECT COUNT(*) FROM scan_files").fetchone()[0]),
+            int(writer.execute("SELECT COUNT(*) FROM scan_docs").fetchone()[0]))
 
 
 def test_a_cold_index_keeps_no_file_row_or_event_per_file_in_memory(
@@ -77,14 +81,26 @@ def test_a_cold_index_keeps_no_file_row_or_event_per_file_in_memory(
         if done == total:  # every file read: the old scan held a FileRow per file here
             seen["read rows"], seen["read events"] = _live(FileRow), _live(Event)
 
+    write_rows = store_module._Scan._write_rows
+
+    def writing(scan: store_module._Scan, rows: Any, findings: Any) -> None:
+        write_rows(scan, rows, findings)
+        seen["written rows"] = max(seen.get("written rows", 0), _live(FileRow))
+
     monkeypatch.setattr(store_module._Scan, "_reconcile_chunk", counting)
+    monkeypatch.setattr(store_module._Scan, "_write_rows", writing)
+    for i in range(60):  # files that are no documents: not UTF-8, or front matter that does not parse
+        write(root, f"evidence/坏/{i:03d}🚫.md", b"\xff\xfe" if i % 2 else "---\ndoc_id: [\n---\n- 地点：北门\n")
     try:
         result = store.scan(config, progress=progress)
-        assert len(result.events) == 288 and len(result.changed) == 288
-        assert seen["read rows"] <= 2 and seen["read events"] <= 2, seen
+        assert len(result.events) == 288 and len(result.changed) == 348
+        assert seen["read rows"] <= 8 + 2 and seen["read events"] <= 2, seen  # (8: the rows waiting for one insert)
         assert seen["rows"] <= 3 * 8 and seen["events"] <= 2, seen  # one chunk's groups at a time
+        assert seen["written rows"] <= 3 * 8, seen  # the files that are no documents too
         assert _staged_rows(store) == (0, 0)
-        assert result.evidence[f"资料/{1:04d}📄.md"] == [] and len(result.evidence) == 288
+        assert result.evidence[f"资料/{1:04d}📄.md"] == [] and len(result.evidence) == 348
+        assert {f.name for f in result.evidence["坏/001🚫.md"]} == {"unreadable-evidence"}
+        assert {f.name for f in result.evidence["坏/002🚫.md"]} == {"invalid-front-matter"}
     finally:
         store.close()
 
@@ -177,3 +193,32 @@ def test_reconciling_doc_ids_in_chunks_appends_the_same_events_and_findings(
     chunked = run("chunked", chunk)
     assert chunked == whole
     assert whole[1]["资料/dup-b.md"] == ["duplicate-doc-id"]
+
+
+def test_reading_a_scans_events_after_closing_the_store_says_to_read_them_before(
+        tmp_path: Path, store_location: Callable[[Path, str], str]) -> None:
+    root = tmp_path / "ws"
+    _corpus(root, 2)
+    store = Store(store_location(tmp_path, "index"))
+    result = store.scan(load_config(root))
+    store.close()
+    assert len(result.events) == 3  # known without a read
+    with pytest.raises(IndexError_, match="is closed: read a scan's events"):
+        list(result.events)
+    with pytest.raises(IndexError_, match="before closing its store"):
+        result.events[0]
+
+
+@pytest.mark.parametrize("known", [-5, 0, 2, 3, 99])
+def test_changes_since_any_count_lists_the_events_after_it_within_the_log(
+        tmp_path: Path, store_location: Callable[[Path, str], str], known: int) -> None:
+    root = tmp_path / "ws"
+    _corpus(root, 2)
+    store = Store(store_location(tmp_path, "index"))
+    try:
+        store.scan(load_config(root))
+        changes = store.changes_since(known)
+        expected = [e.seq for e in store.events()][min(max(known, 0), 3):]
+        assert len(changes.events) == len(expected) and [e.seq for e in changes.events] == expected
+    finally:
+        store.close()
