@@ -589,13 +589,21 @@ def _check_claim(
     if not record.sha256.startswith(hex_text) or (claim.json_sha256 is not None and record.sha256 != hex_text):
         supported = False
         older = any(old.startswith(hex_text) for old in record.previous_shas)
+        reanchor = _reanchor(claim, state, current, record)
+        if not older:
+            hint = f"Use sha256:{record.sha256[:12]}."
+        elif reanchor is not None:
+            hint = f"{reanchor.title}: the quoted line is still there, verbatim."
+        else:  # the content changed under the same version number: the fact may have changed
+            hint = (f"Line {ref.line} of {ref.doc_id}@{ref.version} now reads '{shorten(line_text)}': re-read it,"
+                    f" restate the sentence if the fact changed, then cite the current line"
+                    f" (grounding cite {ref.doc_id}@{ref.version}:{ref.line}).")
         add("hash-mismatch",
             f"sha256:{hex_text[:12]} is not the hash of {ref.doc_id}@{ref.version}"
             + (" (it is the hash of older content of this same version)" if older else "")
             + f"; the current hash starts {record.sha256[:12]}",
-            hint="Re-anchor the citation to the current content." if older else
-            f"Use sha256:{record.sha256[:12]}.",
-            fix=_reanchor(claim, state, current, record),
+            hint=hint,
+            fix=reanchor,
             at=claim.value_span("sha256") if claim.json_text is not None else None,
             related=related)
     quote = claim.quote or ""

@@ -362,3 +362,24 @@ def test_fix_still_re_anchors_a_line_kept_verbatim_across_a_version_bump(
     code, _, err = run(capsys, tmp_path, "check", "--fix")
     assert code == 0 and "Re-anchor to returns@2:6" in err
     assert f"returns@2:6 sha256:{sha256(second)[:12]}" in (tmp_path / "answers/x.md").read_text(encoding="utf-8")
+
+
+def test_a_hash_mismatch_after_an_in_place_edit_shows_the_line_now_there_or_the_re_anchor(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """GR105 on content changed under the same version (tryout, stop 28): the hint says what
+    the cited line reads now (the fact may have changed), or that the quoted line is still
+    there and where, instead of a bare "re-anchor"."""
+    first = "---\r\ndoc_id: returns\r\nversion: 1\r\n---\r\n1. 退货期限：签收后7天内 🎉\r\n2. 运费：包邮\r\n"
+    quote = "1. 退货期限：签收后7天内 🎉"
+    draft = f'退货期限是签收后7天内[^1]。\n\n[^1]: returns@1:5 sha256:{sha256(first)[:12]} "{quote}"\n'
+    write_files(tmp_path, {"grounding.toml": "", "evidence/returns.md": first, "answers/x.md": draft})
+    assert run(capsys, tmp_path, "check")[0] == 0
+    write_files(tmp_path, {"evidence/returns.md": first.replace("7天", "15天")})
+    _, out, _ = run(capsys, tmp_path, "check", "--format", "json")
+    (found,) = [d for d in json.loads(out)["drafts"][0]["diagnostics"] if d["name"] == "hash-mismatch"]
+    assert "now reads '1. 退货期限：签收后15天内 🎉'" in found["hint"]
+    assert "grounding cite returns@1:5" in found["hint"]
+    write_files(tmp_path, {"evidence/returns.md": first.replace("包邮", "满99元包邮")})
+    _, out, _ = run(capsys, tmp_path, "check", "--format", "json")
+    (found,) = [d for d in json.loads(out)["drafts"][0]["diagnostics"] if d["name"] == "hash-mismatch"]
+    assert found["hint"].startswith("Replace the hash with sha256:") and "still there, verbatim" in found["hint"]
