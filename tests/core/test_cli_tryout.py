@@ -368,7 +368,8 @@ def test_a_hash_mismatch_after_an_in_place_edit_shows_the_line_now_there_or_the_
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """GR105 on content changed under the same version (tryout, stop 28): the hint says what
     the cited line reads now (the fact may have changed), or that the quoted line is still
-    there and where, instead of a bare "re-anchor"."""
+    there and where, instead of a bare "re-anchor".
+    """
     first = "---\r\ndoc_id: returns\r\nversion: 1\r\n---\r\n1. 退货期限：签收后7天内 🎉\r\n2. 运费：包邮\r\n"
     quote = "1. 退货期限：签收后7天内 🎉"
     draft = f'退货期限是签收后7天内[^1]。\n\n[^1]: returns@1:5 sha256:{sha256(first)[:12]} "{quote}"\n'
