@@ -71,6 +71,8 @@ ROWS: list[tuple[str, str, str]] = [
     ("cli", "grounding check, whole process vs rg -F -x -f quotes", "<= 1x rg at 10k"),
     ("python_floor", "a Python check's floor: start-up, the parsers' imports, bare walk, draft parse",
      "(whole process as x this floor)"),
+    ("startup", "start-up alone: the interpreter and every module a check imports, nothing run",
+     "(whole process = start-up + the check's work)"),
     ("cli_rss", "grounding check peak RSS", "<= 150 MB, flat 1k->30k"),
     ("one_file", "one file changed: re-index + re-check draft", "<= 20 ms"),
     ("warm", "warm start, nothing changed (new process)", "<= 0.5 s"),
@@ -703,6 +705,42 @@ def cli_phase(root: Path, runs: int, out: dict[str, Any]) -> None:
         floor_cpus.append(cpu)
     out["python_floor_s"] = statistics.median(floor_walls[1:])
     out["python_floor_cpu_s"] = statistics.median(floor_cpus[1:])
+    startup = _startup_script(cmd, root, env)
+    start_walls, start_cpus = [], []
+    for _ in range(runs + 1):
+        wall, cpu, _stdout = _run_measured([sys.executable, str(startup)])
+        start_walls.append(wall)
+        start_cpus.append(cpu)
+    startup.unlink()
+    out["startup_s"] = statistics.median(start_walls[1:])
+    out["startup_cpu_s"] = statistics.median(start_cpus[1:])
+
+
+def _startup_script(check: list[str], root: Path, env: dict[str, str]) -> Path:
+    """A script that imports, in the same order, every module the ``check`` process imported
+    (``python -X importtime``, its stderr) and ends like it (``os._exit``): what the whole
+    process costs before it does any work, with the same interpreter, path and bytecode.
+    """
+    done = subprocess.run([check[0], "-X", "importtime", *check[1:]], cwd=str(root), env=env,
+                          capture_output=True, text=True, check=False)
+    names = []
+    for line in done.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            name = line.rsplit("|", 1)[1].strip()
+            if name and " " not in name and "__main__" not in name:  # (not the header line)
+                names.append(name)
+    if not names:
+        raise RuntimeError(f"no import times from the check process: {done.stderr[-2000:]}")
+    script = root / ".grounding" / "bench-startup.py"
+    script.write_text(f"import importlib, os, sys\nsys.path[:0] = {env['PYTHONPATH'].split(os.pathsep)!r}\n"
+                      f"for name in {names!r}:\n    try:\n        importlib.import_module(name)\n"
+                      "    except ImportError:\n        pass  # tried and failed in the check too (_winapi)\n"
+                      "os._exit(0)\n",
+                      encoding="utf-8")
+    probe = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=False)
+    if probe.returncode != 0:  # every import must work, or the row would time a failure
+        raise RuntimeError(f"the start-up script failed: {probe.stderr[-2000:]}")
+    return script
 
 
 def _finding_set(report: Any) -> set[tuple[str, str]]:
@@ -1121,6 +1159,13 @@ def cells(r: dict[str, Any], corpus: corpora.Corpus) -> dict[str, str]:
                 + f"; the check is {ours / floor:.1f}x it{theirs}")
 
     put("python_floor", python_floor)
+
+    def startup() -> str:
+        start, ours, rg = get("startup_s", "cli_s", "rg_s")
+        return (fmt_s(start) + cpu("startup_cpu_s") + f"; {start / rg:.2f}x rg; the check's work after it"
+                f" {fmt_s(ours - start)} = {(ours - start) / rg:.2f}x rg")
+
+    put("startup", startup)
     put("cli_rss", lambda: f"{get('cli_rss')[0] / 1e6:.0f} MB" + mark(get("cli_rss")[0] <= 150e6))
     put("one_file", lambda: (fmt_s(get("one_file_p50_s")[0]) + mark(get("one_file_p50_s")[0] <= 0.02)
                              + f" (scan {fmt_s(get('one_file_scan_p50_s')[0])})" + cpu("one_file_cpu_p50_s")))
