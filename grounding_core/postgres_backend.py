@@ -249,8 +249,7 @@ events, SPEC §11; not settings-dependent, so not among :data:`DERIVED_TABLES`).
 
 EVENTS_KINDS_CHECK = "CHECK (kind IN ('import', 'revoke', 'remember', 'approve', 'forget'))"
 
-FILES = f"""
-CREATE TABLE IF NOT EXISTS files (
+FILE_COLUMNS = f"""
   path {T} PRIMARY KEY,
   size BIGINT NOT NULL,
   mtime_ns BIGINT NOT NULL,
@@ -259,7 +258,12 @@ CREATE TABLE IF NOT EXISTS files (
   sha256 {T} NOT NULL,
   doc_id {T},
   declared_version BIGINT,
-  problem {T},
+  problem {T}"""
+"""The columns of a file row (``scan.FileRow`` without its findings), in ``files`` and in a
+scan's staged rows (:data:`SCAN_STAGING`)."""
+
+FILES = f"""
+CREATE TABLE IF NOT EXISTS files ({FILE_COLUMNS},
   findings {T}
 );
 CREATE INDEX IF NOT EXISTS files_doc ON files (doc_id) WHERE doc_id IS NOT NULL;
@@ -267,16 +271,7 @@ CREATE INDEX IF NOT EXISTS files_inode ON files (inode);
 """
 
 SCAN_STAGING = f"""
-CREATE TEMP TABLE IF NOT EXISTS scan_files (
-  path {T} PRIMARY KEY,
-  size BIGINT NOT NULL,
-  mtime_ns BIGINT NOT NULL,
-  ctime_ns BIGINT NOT NULL,
-  inode NUMERIC(20) NOT NULL,
-  sha256 {T} NOT NULL,
-  doc_id {T},
-  declared_version BIGINT,
-  problem {T},
+CREATE TEMP TABLE IF NOT EXISTS scan_files ({FILE_COLUMNS},
   imported INTEGER NOT NULL,
   version_line BIGINT,
   touched INTEGER NOT NULL

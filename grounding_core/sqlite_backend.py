@@ -264,8 +264,7 @@ CREATE TABLE IF NOT EXISTS meta (
 """Tables derived from ``events`` (dropped and rebuilt from the log when the parse settings
 change; ``lines_fts`` does not depend on the settings and is kept)."""
 
-FILES = """
-CREATE TABLE IF NOT EXISTS files (
+FILE_COLUMNS = """
   path TEXT PRIMARY KEY,
   size INTEGER NOT NULL,
   mtime_ns INTEGER NOT NULL,
@@ -274,7 +273,12 @@ CREATE TABLE IF NOT EXISTS files (
   sha256 TEXT NOT NULL,
   doc_id TEXT,
   declared_version INTEGER,
-  problem TEXT,
+  problem TEXT"""
+"""The columns of a file row (``scan.FileRow`` without its findings), in ``files`` and in a
+scan's staged rows ``scan_files``."""
+
+FILES = f"""
+CREATE TABLE IF NOT EXISTS files ({FILE_COLUMNS},
   findings TEXT
 );
 CREATE INDEX IF NOT EXISTS files_doc ON files (doc_id) WHERE doc_id IS NOT NULL;
@@ -285,16 +289,7 @@ CREATE TABLE IF NOT EXISTS measurements (
   PRIMARY KEY (sha256, version)
 );
 CREATE INDEX IF NOT EXISTS files_inode ON files (inode);
-CREATE TABLE IF NOT EXISTS scan_files (
-  path TEXT PRIMARY KEY,
-  size INTEGER NOT NULL,
-  mtime_ns INTEGER NOT NULL,
-  ctime_ns INTEGER NOT NULL,
-  inode INTEGER NOT NULL,
-  sha256 TEXT NOT NULL,
-  doc_id TEXT,
-  declared_version INTEGER,
-  problem TEXT,
+CREATE TABLE IF NOT EXISTS scan_files ({FILE_COLUMNS},
   imported INTEGER NOT NULL,
   version_line INTEGER,
   touched INTEGER NOT NULL

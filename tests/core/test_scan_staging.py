@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from grounding_core import store as store_module
-from grounding_core.config import load_config
+from grounding_core.config import Config, load_config
 from grounding_core.events import Event
 from grounding_core.scan import FileRow
 from grounding_core.store import AppendedEvents, IndexError_, Store
@@ -47,6 +47,13 @@ def _corpus(root: Path, files: int) -> None:
     build_workspace(root, contents)
 
 
+def _opened(tmp_path: Path, store_location: Callable[[Path, str], str], files: int) -> tuple[Path, Config, Store]:
+    """A workspace of :func:`_corpus` ``files`` under ``tmp_path``, its configuration and a new index."""
+    root = tmp_path / "ws"
+    _corpus(root, files)
+    return root, load_config(root), Store(store_location(tmp_path, "index"))
+
+
 def _live(kind: type) -> int:
     gc.collect()
     return sum(1 for obj in gc.get_objects() if type(obj) is kind)
@@ -65,10 +72,7 @@ def test_a_cold_index_keeps_no_file_row_or_event_per_file_in_memory(
         tmp_path: Path, store_location: Callable[[Path, str], str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(store_module, "SCAN_CHUNK", 8)
     monkeypatch.setattr(store_module, "STAGE_CHUNK", 8)
-    root = tmp_path / "ws"
-    _corpus(root, 240)  # 288 files, 240 doc_ids
-    config = load_config(root)
-    store = Store(store_location(tmp_path, "index"))
+    root, config, store = _opened(tmp_path, store_location, 240)  # 288 files, 240 doc_ids
     seen: dict[str, int] = {}
     reconcile = store_module._Scan._reconcile_chunk
 
@@ -107,10 +111,7 @@ def test_a_cold_index_keeps_no_file_row_or_event_per_file_in_memory(
 
 def test_the_staging_tables_are_empty_after_every_scan_and_after_a_failed_one(
         tmp_path: Path, store_location: Callable[[Path, str], str]) -> None:
-    root = tmp_path / "ws"
-    _corpus(root, 12)
-    config = load_config(root)
-    store = Store(store_location(tmp_path, "index"))
+    root, config, store = _opened(tmp_path, store_location, 12)
     try:
         store.scan(config)
         assert _staged_rows(store) == (0, 0)
@@ -135,10 +136,7 @@ def test_the_staging_tables_are_empty_after_every_scan_and_after_a_failed_one(
 
 def test_a_scans_events_are_read_back_from_the_log_without_their_texts(
         tmp_path: Path, store_location: Callable[[Path, str], str]) -> None:
-    root = tmp_path / "ws"
-    _corpus(root, 6)
-    config = load_config(root)
-    store = Store(store_location(tmp_path, "index"))
+    root, config, store = _opened(tmp_path, store_location, 6)
     try:
         first = store.scan(config)
         assert isinstance(first.events, AppendedEvents)
@@ -197,10 +195,8 @@ def test_reconciling_doc_ids_in_chunks_appends_the_same_events_and_findings(
 
 def test_reading_a_scans_events_after_closing_the_store_says_to_read_them_before(
         tmp_path: Path, store_location: Callable[[Path, str], str]) -> None:
-    root = tmp_path / "ws"
-    _corpus(root, 2)
-    store = Store(store_location(tmp_path, "index"))
-    result = store.scan(load_config(root))
+    _root, config, store = _opened(tmp_path, store_location, 2)
+    result = store.scan(config)
     store.close()
     assert len(result.events) == 3  # known without a read
     with pytest.raises(IndexError_, match="is closed: read a scan's events"):
@@ -212,11 +208,9 @@ def test_reading_a_scans_events_after_closing_the_store_says_to_read_them_before
 @pytest.mark.parametrize("known", [-5, 0, 2, 3, 99])
 def test_changes_since_any_count_lists_the_events_after_it_within_the_log(
         tmp_path: Path, store_location: Callable[[Path, str], str], known: int) -> None:
-    root = tmp_path / "ws"
-    _corpus(root, 2)
-    store = Store(store_location(tmp_path, "index"))
+    _root, config, store = _opened(tmp_path, store_location, 2)
     try:
-        store.scan(load_config(root))
+        store.scan(config)
         changes = store.changes_since(known)
         expected = [e.seq for e in store.events()][min(max(known, 0), 3):]
         assert len(changes.events) == len(expected) and [e.seq for e in changes.events] == expected
