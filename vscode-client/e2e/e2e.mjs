@@ -175,12 +175,25 @@ async function toasts(page) {
     .catch(() => []);
 }
 
-/** Opens a file through Quick Open (Ctrl+P) and waits for its tab. */
+/**
+ * Opens a file through Quick Open (Ctrl+P) and waits for its tab. Quick Open can close again
+ * before it is typed in (a toast or a restarting language server takes the focus: seen once in
+ * CI, "element is not visible" for 30 s), so it is opened again, at most three times.
+ */
 async function openFile(page, relPath) {
-  await page.keyboard.press('Control+P');
   const input = page.locator('.quick-input-widget input');
-  await input.waitFor({ state: 'visible', timeout: 10000 });
-  await input.fill(relPath);
+  for (let attempt = 1; ; attempt += 1) {
+    await page.keyboard.press('Control+P');
+    try {
+      await input.waitFor({ state: 'visible', timeout: 10000 });
+      await input.fill(relPath, { timeout: 5000 });
+      break;
+    } catch (error) {
+      if (attempt === 3) throw error;
+      log(`Quick Open closed before "${relPath}" was typed (attempt ${attempt}); opening it again`);
+      await page.keyboard.press('Escape');
+    }
+  }
   const base = path.basename(relPath);
   await page
     .locator('.quick-input-list .monaco-list-row', { hasText: base })
