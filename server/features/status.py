@@ -7,6 +7,8 @@ notification ``grounding/status`` with::
      "claims": int, "validClaims": int, "conflicts": int,   # field-conflict findings
      "outputTokens": int | null, "reserve": int | null,     # SPEC §8 answer wire, reserve
      "errors": int, "warnings": int,
+     "indexComplete": bool,   # false: a query context ranked an index still building its
+                              # full-text rows ("still indexing"; a later result may differ)
      "memoryClaims": int, "validMemoryClaims": int,         # SPEC §11 memory claims
      "index": {"backend": "sqlite" | "postgresql", "location": str,  # URL without password
                "role": "local" | "writer" | "reader",
@@ -70,6 +72,7 @@ def status_params(uri: str, report: DraftReport) -> dict[str, Any]:
         "reserve": report.output_reserve,
         "errors": severities.count(Severity.ERROR),
         "warnings": severities.count(Severity.WARNING),
+        "indexComplete": report.index_complete,
         **memory.status_fields(report),  # memory hook (SPEC §11)
     }
 

@@ -228,6 +228,9 @@ def _query_summary(draft: ParsedDraft, spec: ContextSpec, inputs: ContextInputs)
             parts.append(f"{title} ({len(units)}):\n" + "\n".join(rows))
         else:
             parts.append(f"{title}: none.")
+    if not compiled.complete:  # ranked on the full-text rows built so far (SPEC §8)
+        parts.append("Still indexing: the full-text rows are being built, so this context may keep more"
+                     " units once they are; hover again in a moment.")
     return parts
 
 

@@ -11,8 +11,10 @@ the same files (the core is the oracle for token counts).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import os
 import re
 import stat
 from collections.abc import AsyncIterator
@@ -27,6 +29,7 @@ from lsprotocol import types
 from grounding_core.context import compile_context
 from grounding_core.drafts import parse_draft
 from grounding_core.workspace import Workspace
+from server.features.workspace import FTS_GATE_ENV
 from tests.support.lsp import PROFILES, RecordingClient, lsp_session
 from tests.support.workspace import build_workspace as write_workspace
 
@@ -364,13 +367,26 @@ def core_oracle(root: Path, rel: str, text: str) -> tuple[dict[str, Any], int | 
         ws.store.close()
 
 
+async def checked_with_every_full_text_row(client: RecordingClient, uri: str, after: int) -> None:
+    """Wait for a ``grounding/status`` of ``uri`` (since ``after``) whose result ranked its query
+    context with every full-text row: they are built in the background after the scan, and the
+    open draft is checked again once they are (CI saw a hover race the build).
+    """
+    await client.recorder.wait_until(
+        lambda: any(s.get("indexComplete") for s in client.recorder.statuses(uri, after)),
+        f"a status of {uri} checked with every full-text row")
+
+
 @in_module_loop
 async def test_hover_on_context_key_shows_the_compiled_context(client: RecordingClient) -> None:
     enc = encoding_of(client)
     summary, output = core_oracle(root_of(client), "answers/a.md", DRAFT_TEXT)
+    mark = client.recorder.mark()
     async with opened(client, "answers/a.md", DRAFT_TEXT) as uri:
+        await checked_with_every_full_text_row(client, uri, mark)
         result = await hover(client, uri, pos(DRAFT_LINES, 3, 2, enc))
     text = hover_text(result)
+    assert "Still indexing" not in text
     assert result is not None and result.range == whole_line(DRAFT_LINES, 3, enc)
     assert text.startswith("**Context (query):** `周四16:30`\n\n")
     assert "Limit 1500 tokens, reserve 240, encoding `o200k_base`." in text
@@ -722,3 +738,38 @@ async def test_inlay_hint_and_outline_of_a_json_answer(client: RecordingClient) 
     assert hints is not None and [(h.position, h.label) for h in hints] == [(pos(JSON_LINES, 2, end, enc), "✓ v2")]
     assert symbols is not None
     assert [(s.name, s.detail) for s in symbols] == [("events/open-day@2:7", "𠮷野家🎉：周四16:30")]
+
+
+async def test_a_query_context_hovered_before_the_full_text_rows_are_built_says_still_indexing(
+        tmp_path: Path) -> None:
+    """The full-text rows are held at the test gate: the hover shows what the context ranks on
+    the rows built so far and says so, and the draft's status says the index was incomplete;
+    once built, the draft is checked again and the hover keeps the unit.
+    """
+    root = build_workspace(tmp_path / "ws")
+    gate = tmp_path / "fts-gate"
+    os.mkfifo(gate)
+    async with lsp_session(root, "visual-studio-code", env={FTS_GATE_ENV: str(gate)}) as client:
+        enc = encoding_of(client)
+        try:
+            mark = client.recorder.mark()
+            async with opened(client, "answers/a.md", DRAFT_TEXT) as uri:
+                early = hover_text(await hover(client, uri, pos(DRAFT_LINES, 3, 2, enc)))
+                assert "Kept units: none." in early
+                assert ("Still indexing: the full-text rows are being built, so this context may keep more units"
+                        " once they are; hover again in a moment.") in early
+                assert [s["indexComplete"] for s in client.recorder.statuses(uri, mark)] == [False]
+                await asyncio.to_thread(lambda: gate.open("wb").close())
+                await checked_with_every_full_text_row(client, uri, mark)
+                later = hover_text(await hover(client, uri, pos(DRAFT_LINES, 3, 2, enc)))
+        finally:  # (a no-op once released above)
+            await asyncio.to_thread(_release, gate)
+    assert "Still indexing" not in later and "Kept units (1):\n- `events/open-day@2:5-8`" in later
+
+
+def _release(gate: Path) -> None:
+    """Open the gate for writing without blocking when nobody waits at it any more."""
+    try:
+        os.close(os.open(gate, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:  # ENXIO: no reader (the build already passed the gate)
+        pass
